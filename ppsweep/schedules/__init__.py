@@ -1,0 +1,25 @@
+"""The schedule registry: one module per schedule, looked up by name."""
+
+from __future__ import annotations
+
+from ppsweep.schedules import gpipe, one_f_one_b
+from ppsweep.schedules.base import Schedule, ScheduleOrder
+
+SCHEDULES: dict[str, Schedule] = {s.name: s for s in (gpipe.SCHEDULE, one_f_one_b.SCHEDULE)}
+
+
+def get_schedule(name: str) -> Schedule:
+    """The registered schedule called ``name``.
+
+    Raises:
+      ValueError: naming the accepted schedules when ``name`` is unknown.
+    """
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise ValueError(
+            f"schedule: unknown name {name!r}; accepted: {', '.join(sorted(SCHEDULES))}"
+        ) from None
+
+
+__all__ = ["SCHEDULES", "Schedule", "ScheduleOrder", "get_schedule"]
