@@ -1,0 +1,370 @@
+"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (SPEC section 4).
+
+``simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode=...)`` runs every point of a broadcast
+grid at once. The table is compiled once (:mod:`ppsweep.program`); the scan then carries, for
+each point, each worker's free time, the arrival time of every message in flight (registers),
+each link's free time (``contention``) and each synchronisation's readiness. Alongside every
+time it carries the compute time of the critical path that produced it, so that ``comm_time``
+comes out of the same pass (README, "Critical path").
+
+JAX runs in float64 here (``jax_enable_x64``): times span nanoseconds to seconds. float32 is
+available through ``dtype`` for speed studies.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ppsweep.program import Program, compile_program  # noqa: E402
+from ppsweep.table import ScheduleTable  # noqa: E402
+
+MODES = ("overlap", "blocking", "contention")
+
+#: Candidates within this relative distance of a maximum tie (README, "Critical path").
+TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
+
+#: Points per compiled call; grids are cut into chunks of this many points.
+DEFAULT_CHUNK = 16384
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Result of :func:`simulate`, every array with the broadcast point shape ``batch``.
+
+    Attributes:
+      t_sim: step time, s, ``batch``.
+      worker_finish: ``batch + (p,)``: when each worker finished its last operation (and, in
+        ``blocking``, its last send), before any optimizer update, s.
+      comm_time: time the critical path spends outside compute (messages, link queues,
+        synchronisations), s, ``batch``.
+      compute_time: total compute time of all operations and optimizer updates, s, ``batch``.
+    """
+
+    t_sim: np.ndarray
+    worker_finish: np.ndarray
+    comm_time: np.ndarray
+    compute_time: np.ndarray
+
+    def idle_fraction(self, p: int) -> np.ndarray:
+        """``idle_sim = 1 - compute_time / (p · t_sim)``."""
+        return 1.0 - self.compute_time / (p * self.t_sim)
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is a known communication mode, else a ValueError naming the accepted ones."""
+    if mode not in MODES:
+        raise ValueError(f"comm.mode: unknown mode {mode!r}; accepted: {', '.join(MODES)}")
+    return mode
+
+
+def simulate(
+    table: ScheduleTable,
+    t_f: Any,
+    t_b: Any,
+    alpha: Any,
+    beta: Any,
+    msg_bytes: Any,
+    mode: str = "overlap",
+    *,
+    t_i: Any = None,
+    t_w: Any = None,
+    grad_bytes: Any = 0.0,
+    t_opt: Any = 0.0,
+    dtype: Any = np.float64,
+    chunk: int = DEFAULT_CHUNK,
+) -> SimResult:
+    """Simulate one table at every point of a broadcast grid of costs.
+
+    Per-stage costs (``t_f``, ``t_b``, ``t_i``, ``t_w``, ``grad_bytes``) broadcast against
+    ``batch + (S,)``: a trailing axis of length ``S = table.n_stages`` gives one value per stage,
+    a trailing axis of length 1 (or a scalar) the same value for every stage. Per-point costs
+    (``alpha``, ``beta``, ``msg_bytes``, ``t_opt``) broadcast against ``batch``.
+
+    Args:
+      table: the schedule table (its per-worker order is what runs).
+      t_f: forward seconds per microbatch of one stage.
+      t_b: full-backward seconds per microbatch of one stage.
+      alpha: message latency, s (>= 0).
+      beta: bandwidth, bytes/s (> 0; ``inf`` for free transfers).
+      msg_bytes: bytes of one point-to-point message (>= 0).
+      mode: ``overlap``, ``blocking`` or ``contention`` (SPEC section 4).
+      t_i, t_w: input- and weight-gradient seconds where the backward is split (default ``t_b/2``).
+      grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
+      t_opt: optimizer update seconds per worker (0: none).
+      dtype: float64 (default) or float32.
+      chunk: points per compiled call.
+
+    Returns:
+      A :class:`SimResult` with arrays of the broadcast shape.
+    """
+    check_mode(mode)
+    dtype = np.dtype(dtype)
+    S = table.n_stages
+    t_i = np.asarray(t_b, float) / 2 if t_i is None else t_i
+    t_w = np.asarray(t_b, float) / 2 if t_w is None else t_w
+    per_stage = {"t_f": t_f, "t_b": t_b, "t_i": t_i, "t_w": t_w, "grad_bytes": grad_bytes}
+    per_point = {"alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_opt": t_opt}
+    stage_arrays = {k: _as_stage_array(k, v, S) for k, v in per_stage.items()}
+    point_arrays = {k: np.asarray(v, dtype=float) for k, v in per_point.items()}
+    _check_costs(stage_arrays, point_arrays)
+    batch = np.broadcast_shapes(*(a.shape[:-1] for a in stage_arrays.values()), *(a.shape for a in point_arrays.values()))
+    n = int(np.prod(batch, dtype=np.int64))
+    flat_stage = {k: np.broadcast_to(a, batch + (S,)).reshape(n, S) for k, a in stage_arrays.items()}
+    flat_point = {k: np.broadcast_to(a, batch).reshape(n) for k, a in point_arrays.items()}
+
+    program = compile_program(table)
+    dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w")], axis=1).T  # (4S, n)
+    with np.errstate(divide="ignore"):
+        wire = np.where(np.isinf(flat_point["beta"]), 0.0, flat_point["msg_bytes"] / flat_point["beta"])
+        sync_dur = _sync_durations(program, flat_stage["grad_bytes"], flat_point["alpha"], flat_point["beta"])
+    t_sim, finish, path_compute = run_program(
+        program, dur, flat_point["alpha"], wire, sync_dur, flat_point["t_opt"], mode, dtype, chunk
+    )
+    counts = np.bincount(program.compute_rows, minlength=4 * S).astype(float)
+    compute_time = counts @ dur + table.p * flat_point["t_opt"]
+    return SimResult(
+        t_sim=t_sim.reshape(batch),
+        worker_finish=finish.T.reshape(batch + (table.p,)),
+        comm_time=(t_sim - path_compute).reshape(batch),
+        compute_time=compute_time.reshape(batch),
+    )
+
+
+def _as_stage_array(name: str, value: Any, n_stages: int) -> np.ndarray:
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return array.reshape(1)
+    if array.shape[-1] not in (1, n_stages):
+        raise ValueError(
+            f"{name}: trailing axis must have length 1 or n_stages={n_stages} (one value per stage), "
+            f"got shape {array.shape}"
+        )
+    return array
+
+
+def _check_costs(stage_arrays: dict[str, np.ndarray], point_arrays: dict[str, np.ndarray]) -> None:
+    rules = {
+        "t_f": "finite and >= 0",
+        "t_b": "finite and >= 0",
+        "t_i": "finite and >= 0",
+        "t_w": "finite and >= 0",
+        "grad_bytes": "finite and >= 0",
+        "alpha": "finite and >= 0",
+        "msg_bytes": "finite and >= 0",
+        "t_opt": "finite and >= 0",
+    }
+    arrays = {**stage_arrays, **point_arrays}
+    for name, rule in rules.items():
+        a = arrays[name]
+        if not (np.all(np.isfinite(a)) and np.all(a >= 0)):
+            raise ValueError(f"{name}: must be {rule}")
+    if not np.all(point_arrays["beta"] > 0):
+        raise ValueError("beta: bandwidth must be > 0 bytes/s (inf allowed)")
+
+
+def _sync_durations(program: Program, grad_bytes: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Ring all-reduce time of each synchronised stage, ``(n_sync, n)``: ``2(n-1)(α + bytes/(n·β))``."""
+    out = np.zeros((program.n_sync, alpha.shape[0]))
+    for k, stage in enumerate(program.sync_stages):
+        n = int(np.sum(program.sync_holders[k] >= 0))
+        wire = np.where(np.isinf(beta), 0.0, grad_bytes[:, stage] / n / beta)
+        out[k] = 2 * (n - 1) * (alpha + wire)
+    return out
+
+
+def run_program(
+    program: Program,
+    dur: np.ndarray,
+    alpha: np.ndarray,
+    wire: np.ndarray,
+    sync_dur: np.ndarray,
+    t_opt: np.ndarray,
+    mode: str,
+    dtype: np.dtype = np.dtype(np.float64),
+    chunk: int = DEFAULT_CHUNK,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run a compiled table over flat per-point costs, chunk by chunk.
+
+    Args:
+      program: the compiled table.
+      dur: ``(4·S, n)`` compute seconds by (kind, stage) row.
+      alpha: ``(n,)`` latency, s.
+      wire: ``(n,)`` message bytes / bandwidth, s.
+      sync_dur: ``(n_sync, n)`` all-reduce time of each synchronised stage, s.
+      t_opt: ``(n,)`` optimizer update time, s.
+      mode: communication mode.
+      dtype: float dtype of the computation.
+      chunk: points per compiled call.
+
+    Returns:
+      ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64.
+    """
+    n = alpha.shape[0]
+    xs = _padded_lanes(program)
+    static = _StaticProgram.of(program)
+    size = min(chunk, _bucket(n, 256))
+    outs = []
+    for lo in range(0, n, size):
+        hi = min(lo + size, n)
+        args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in (dur, alpha, wire, sync_dur, t_opt)]
+        outs.append((hi - lo, _scan_chunk(static, mode, *xs, *args)))
+    t_sim = np.concatenate([np.asarray(o[0])[:k] for k, o in outs]).astype(np.float64)
+    finish = np.concatenate([np.asarray(o[1])[:, :k] for k, o in outs], axis=1).astype(np.float64)
+    path = np.concatenate([np.asarray(o[2])[:k] for k, o in outs]).astype(np.float64)
+    return t_sim, finish, path
+
+
+def _bucket(n: int, step: int) -> int:
+    """``n`` rounded up to a multiple of ``step`` (at least ``step``)."""
+    return max(step, -(-n // step) * step)
+
+
+def _pad_points(a: np.ndarray, size: int) -> np.ndarray:
+    pad = size - a.shape[-1]
+    if pad == 0:
+        return a
+    return np.concatenate([a, np.repeat(a[..., -1:], pad, axis=-1)], axis=-1)
+
+
+@dataclass(frozen=True)
+class _StaticProgram:
+    """The hashable part of a program that shapes the compiled scan (padded to share compilations)."""
+
+    p: int
+    n_regs: int  # padded; zero register = n_regs, trash = n_regs + 1
+    n_links: int  # padded; trash link = n_links
+    sync_holders: tuple[tuple[int, ...], ...]
+    sync_ring_links: tuple[tuple[int, ...], ...]
+    sync_order: tuple[int, ...]
+
+    @classmethod
+    def of(cls, program: Program) -> "_StaticProgram":
+        return cls(
+            p=program.p,
+            n_regs=_bucket(program.n_regs, 8),
+            n_links=_bucket(program.n_links, 8),
+            sync_holders=tuple(tuple(int(w) for w in row if w >= 0) for row in program.sync_holders),
+            sync_ring_links=tuple(tuple(int(l) for l in row if l >= 0) for row in program.sync_ring_links),
+            sync_order=tuple(int(k) for k in program.sync_order),
+        )
+
+    @property
+    def n_sync(self) -> int:
+        return len(self.sync_holders)
+
+
+def _padded_lanes(program: Program) -> tuple[np.ndarray, ...]:
+    """Lane arrays with waves padded to a multiple of 32 and indices remapped to padded registers."""
+    static = _StaticProgram.of(program)
+    waves = _bucket(program.n_waves, 32)
+    extra = waves - program.n_waves
+
+    def remap(a: np.ndarray, old_base: int, new_base: int) -> np.ndarray:
+        return np.where(a >= old_base, a - old_base + new_base, a)
+
+    dep = remap(program.dep_reg, program.n_regs, static.n_regs)
+    out = remap(program.out_reg, program.n_regs, static.n_regs)
+    link = remap(program.link, program.n_links, static.n_links)
+    lanes = [
+        (program.active, False),
+        (program.cost_row, 0),
+        (dep, static.n_regs),
+        (out, static.n_regs + 1),
+        (link, static.n_links),
+        (program.sync_slot, program.trash_sync),
+    ]
+    return tuple(np.concatenate([a, np.full((extra, program.p), fill, dtype=a.dtype)]) for a, fill in lanes)
+
+
+def _pick(candidates: list[tuple[jax.Array, jax.Array]], tol: float) -> tuple[jax.Array, jax.Array]:
+    """Max-plus step with the README's tie rule: the maximum time, and the path compute of the first
+    candidate (in priority order) within ``tol`` of it."""
+    times = [t for t, _ in candidates]
+    top = functools.reduce(jnp.maximum, times)
+    threshold = top - tol * jnp.abs(top)
+    path = candidates[-1][1]
+    for t, pc in reversed(candidates[:-1]):
+        path = jnp.where(t >= threshold, pc, path)
+    return top, path
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _scan_chunk(static: _StaticProgram, mode: str, active, cost_row, dep_reg, out_reg, link, sync_slot, dur, alpha, wire, sync_dur, t_opt):
+    p, n = static.p, alpha.shape[0]
+    dtype = alpha.dtype
+    tol = TIE_TOLERANCE[np.dtype(dtype)]
+    zeros = lambda rows: jnp.zeros((rows, n), dtype)  # noqa: E731
+    msg = alpha + wire
+    carry = {
+        "free": zeros(p),
+        "free_pc": zeros(p),
+        "reg": zeros(static.n_regs + 2),
+        "reg_pc": zeros(static.n_regs + 2),
+        "link": zeros(static.n_links + 1),
+        "link_pc": zeros(static.n_links + 1),
+        "ready": zeros(static.n_sync * p + 1),
+        "ready_pc": zeros(static.n_sync * p + 1),
+    }
+
+    def wave(c, x):
+        on, row, dep, out, lk, ss = x
+        d = dur[row]  # (p, n)
+        start, start_pc = _pick([(c["free"], c["free_pc"]), (c["reg"][dep], c["reg_pc"][dep])], tol)
+        end, end_pc = start + d, start_pc + d
+        if mode == "contention":
+            go, go_pc = _pick([(end, end_pc), (c["link"][lk], c["link_pc"][lk])], tol)
+            c["link"] = c["link"].at[lk].set(go + wire)
+            c["link_pc"] = c["link_pc"].at[lk].set(go_pc)
+            arrival, arrival_pc = go + msg, go_pc
+        else:
+            arrival, arrival_pc = end + msg, end_pc
+        c["reg"] = c["reg"].at[out].set(arrival)
+        c["reg_pc"] = c["reg_pc"].at[out].set(arrival_pc)
+        if mode == "blocking":
+            sends = (out != static.n_regs + 1)[:, None]
+            end, end_pc = jnp.where(sends, arrival, end), jnp.where(sends, arrival_pc, end_pc)
+        on = on[:, None]
+        c["free"] = jnp.where(on, end, c["free"])
+        c["free_pc"] = jnp.where(on, end_pc, c["free_pc"])
+        if static.n_sync:
+            c["ready"] = c["ready"].at[ss].set(start + d)
+            c["ready_pc"] = c["ready_pc"].at[ss].set(start_pc + d)
+        return c, None
+
+    c, _ = jax.lax.scan(wave, carry, (active, cost_row, dep_reg, out_reg, link, sync_slot))
+    finish, finish_pc = c["free"], c["free_pc"]
+
+    # Gradient synchronisations, in the order they take their links.
+    links, links_pc = c["link"], c["link_pc"]
+    sync_end: dict[int, tuple[jax.Array, jax.Array]] = {}
+    for k in static.sync_order:
+        holders, ring = static.sync_holders[k], static.sync_ring_links[k]
+        cands = [(c["ready"][k * p + w], c["ready_pc"][k * p + w]) for w in holders]
+        if mode == "contention":
+            cands += [(links[l], links_pc[l]) for l in ring]
+        start, start_pc = _pick(cands, tol)
+        end = start + sync_dur[k]
+        if mode == "contention":
+            idx = jnp.array(ring)
+            links = links.at[idx].set(end)
+            links_pc = links_pc.at[idx].set(start_pc)
+        sync_end[k] = (end, start_pc)
+
+    # Each worker's optimizer update (where t_opt > 0), then the step's end.
+    updating = t_opt > 0
+    worker_end = []
+    for w in range(p):
+        cands = [(finish[w], finish_pc[w])] + [sync_end[k] for k, h in enumerate(static.sync_holders) if w in h]
+        t, pc = _pick(cands, tol)
+        worker_end.append((jnp.where(updating, t + t_opt, finish[w]), jnp.where(updating, pc + t_opt, finish_pc[w])))
+    t_sim, t_pc = _pick(worker_end + [sync_end[k] for k in range(static.n_sync)], tol)
+    return t_sim, finish, t_pc

@@ -1,0 +1,327 @@
+"""Plain, slow reference simulator of communication-aware execution (SPEC section 4).
+
+This module re-implements the timing rules of SPEC section 4 and of the README section
+"Timing rules chosen where the SPEC is silent" as a step-by-step simulation in plain Python,
+one point at a time. It shares no code with the vectorized engine (``ppsweep/engine.py``) so
+that tests comparing the two check the rules, not one implementation against itself.
+
+How it runs:
+
+1. Every operation of the table, with its worker and its place in that worker's order, is read
+   off the table. For each operation, its consumers are the operations that list it among their
+   :func:`ppsweep.ops.dependencies`; each consumer on another worker gets one message.
+2. Workers advance one operation at a time: a worker whose next operation has all its
+   producers finished is stepped (start = max of the worker being free and every input's
+   arrival), its operation ends after its compute time, and its messages are sent at once
+   (their arrival is then known). This repeats until every worker is done.
+3. Gradient synchronisations of replicated stages are computed (in the order the idealized
+   table makes them ready: the slot where their last backward ends, ties by stage), then
+   the optimizer updates (when ``t_opt > 0``), then ``t_sim``.
+
+Every time is an :class:`_Event` remembering the candidate that set it (the first within a
+relative ``1e-12`` of the maximum, candidates taken in the README's priority order) and the
+compute time between that candidate and itself. Walking back from the event that sets ``t_sim``
+sums the compute time on the critical path; ``comm_time`` is ``t_sim`` minus that sum.
+
+Choices made where the README leaves room:
+
+- An operation whose output goes to several consumers on other workers sends their messages
+  in increasing destination-worker order (consumers on one destination: in that worker's
+  order). In ``blocking`` they go one after the other: the first leaves when the operation
+  ends, each next one when the previous one arrives, and the worker is busy until the last
+  one arrives. In ``overlap`` they all leave when the operation ends; in ``contention`` each
+  queues on its own link. (With the dependencies of SPEC section 2 an operation never has more
+  than one cross-worker consumer, so this only matters for hand-made dependency patterns.)
+- A message in ``contention`` starts at the later of its producer's end (candidate 1, the data)
+  and its link being free (candidate 2, the link).
+- An operation's "own previous activity" candidate is the end of the worker's previous
+  operation, or in ``blocking`` the arrival of that operation's last message; for the worker's
+  first operation it is time 0.
+- A synchronisation waits for each holder's last backward (B, or W) of the stage to *end*; in
+  ``blocking`` it does not wait for that operation's outgoing message. A holder that runs no
+  backward of the stage is ready at time 0.
+- Ring links of a synchronisation (contention) are taken in ring order: holder ``k`` to holder
+  ``k+1`` (holders in increasing worker order), then the last to the first.
+- Optimizer updates exist only when ``t_opt > 0``. Each update starts at the later of its
+  worker's finish (first candidate) and the end of every synchronisation of a stage the worker
+  holds (in increasing stage order). ``t_sim``'s candidates are the workers (their update end,
+  or their finish without updates) in increasing order, then the synchronisations in increasing
+  stage order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ppsweep.ops import Kind, Op, dependencies
+from ppsweep.table import ScheduleTable
+
+#: Accepted values of ``mode``.
+MODES = ("overlap", "blocking", "contention")
+
+#: Candidates within this relative distance of a maximum tie with it.
+TIE_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """Result of one reference simulation.
+
+    Attributes:
+      t_sim: step time, s.
+      worker_finish: ``(p,)`` time each worker finishes its last operation (in ``blocking``: and
+        its last send), before any optimizer update, s.
+      comm_time: ``t_sim`` minus the compute time (operations and updates) on the critical
+        path, s.
+      compute_time: total compute time of all operations (no optimizer updates), s.
+    """
+
+    t_sim: float
+    worker_finish: np.ndarray
+    comm_time: float
+    compute_time: float
+
+
+class _Event:
+    """A time, the event that set it, and the compute time spent between the two."""
+
+    __slots__ = ("time", "pred", "compute", "label")
+
+    def __init__(self, time: float, pred: _Event | None = None, compute: float = 0.0, label: str = ""):
+        self.time = time
+        self.pred = pred
+        self.compute = compute
+        self.label = label
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"_Event({self.label}, t={self.time})"
+
+
+_ZERO = _Event(0.0, None, 0.0, "time 0")
+
+
+def _latest(candidates: list[_Event], label: str) -> _Event:
+    """An event at the latest of ``candidates``, its predecessor the first one that ties."""
+    latest = max(c.time for c in candidates)
+    tol = TIE_RTOL * abs(latest)
+    for cand in candidates:
+        if cand.time >= latest - tol:
+            return _Event(latest, cand, 0.0, label)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _after(event: _Event, delay: float, label: str, compute: float = 0.0) -> _Event:
+    """An event ``delay`` after ``event``, of which ``compute`` is compute time."""
+    return _Event(event.time + delay, event, compute, label)
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+
+
+def _scalar(name: str, value: Any, *, positive: bool = False, allow_inf: bool = False) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: must be a number, got {value!r}") from None
+    if isinstance(value, bool) or math.isnan(x) or (math.isinf(x) and not (allow_inf and x > 0)):
+        raise ValueError(f"{name}: must be a finite number{' or inf' if allow_inf else ''}, got {value!r}")
+    if positive and x <= 0:
+        raise ValueError(f"{name}: must be > 0, got {value!r}")
+    if not positive and x < 0:
+        raise ValueError(f"{name}: must be >= 0, got {value!r}")
+    return x
+
+
+def _per_stage(name: str, value: Any, n_stages: int) -> list[float]:
+    arr = np.asarray(value, dtype=object)
+    if arr.ndim == 0:
+        return [_scalar(name, value)] * n_stages
+    if arr.ndim != 1 or arr.shape[0] != n_stages:
+        raise ValueError(
+            f"{name}: must be a number or a sequence of length S={n_stages} (one per stage), "
+            f"got shape {arr.shape}"
+        )
+    return [_scalar(f"{name}[{s}]", v) for s, v in enumerate(arr)]
+
+
+# --------------------------------------------------------------------------------------------
+# the simulation
+
+
+def reference_simulate(
+    table: ScheduleTable,
+    t_f: float | Sequence[float],
+    t_b: float | Sequence[float],
+    alpha: float,
+    beta: float,
+    msg_bytes: float,
+    mode: str = "overlap",
+    *,
+    t_i: float | Sequence[float] | None = None,
+    t_w: float | Sequence[float] | None = None,
+    grad_bytes: float | Sequence[float] | None = None,
+    t_opt: float = 0.0,
+) -> ReferenceResult:
+    """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
+
+    Args:
+      table: a valid schedule table (any placement, replicas, stages per worker, split backward).
+      t_f, t_b: forward and full-backward time per microbatch, s: a number (every stage) or a
+        sequence of length ``S = table.n_stages``.
+      alpha: message latency, s (>= 0).
+      beta: network bandwidth, bytes/s (> 0; ``math.inf`` for infinite bandwidth).
+      msg_bytes: bytes of one point-to-point message (>= 0).
+      mode: ``"overlap"``, ``"blocking"`` or ``"contention"``.
+      t_i, t_w: input- and weight-gradient times (split backward), s; default ``t_b / 2`` each.
+      grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
+        (a number or a length-``S`` sequence); default 0.
+      t_opt: optimizer update time per worker, s; 0 (default) means no update.
+
+    Returns:
+      The :class:`ReferenceResult`.
+
+    Raises:
+      ValueError: naming the bad field (``mode``, ``alpha``, ``beta``, ``msg_bytes``, ``t_f``, …).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
+    n_stages = int(table.n_stages)
+    alpha = _scalar("alpha", alpha)
+    beta = _scalar("beta", beta, positive=True, allow_inf=True)
+    msg_bytes = _scalar("msg_bytes", msg_bytes)
+    t_opt = _scalar("t_opt", t_opt)
+    t_f_s = _per_stage("t_f", t_f, n_stages)
+    t_b_s = _per_stage("t_b", t_b, n_stages)
+    t_i_s = _per_stage("t_i", t_i, n_stages) if t_i is not None else [x / 2 for x in t_b_s]
+    t_w_s = _per_stage("t_w", t_w, n_stages) if t_w is not None else [x / 2 for x in t_b_s]
+    grad_s = _per_stage("grad_bytes", 0.0 if grad_bytes is None else grad_bytes, n_stages)
+    durations = {Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}
+
+    wire = msg_bytes / beta  # link busy time of one message (0 where beta is inf)
+    hockney = alpha + wire  # message time
+
+    p = int(table.p)
+    orders = table.orders()
+    where: dict[Op, tuple[int, int]] = {}  # op -> (worker, index in that worker's order)
+    for w, row in enumerate(orders):
+        for k, op in enumerate(row):
+            where[op] = (w, k)
+
+    # consumers on other workers of each op, in increasing (destination worker, index) order
+    remote_consumers: dict[Op, list[Op]] = {op: [] for op in where}
+    for op, (w, _) in where.items():
+        for dep in dependencies(op, n_stages, table.split_backward):
+            if dep not in where:
+                raise ValueError(f"table: {op} needs {dep}, which the table never runs")
+            if where[dep][0] != w:
+                remote_consumers[dep].append(op)
+    for consumers in remote_consumers.values():
+        consumers.sort(key=lambda c: where[c])
+
+    end: dict[Op, _Event] = {}  # op -> its end
+    arrival: dict[tuple[Op, Op], _Event] = {}  # (producer, consumer) -> message arrival
+    link_free: dict[tuple[int, int], _Event] = {}  # (src, dst) -> link free again (contention)
+    worker_free: list[_Event] = [_ZERO] * p  # end of each worker's previous activity
+    cursor = [0] * p
+    compute_time = 0.0
+
+    remaining = sum(len(row) for row in orders)
+    while remaining:
+        progressed = False
+        for w in range(p):
+            while cursor[w] < len(orders[w]):
+                op = orders[w][cursor[w]]
+                deps = dependencies(op, n_stages, table.split_backward)
+                if any(dep not in end for dep in deps):
+                    break
+                # start: the worker's own previous activity first, then each data input
+                candidates = [worker_free[w]]
+                for dep in deps:
+                    candidates.append(end[dep] if where[dep][0] == w else arrival[(dep, op)])
+                start = _latest(candidates, f"start {op}")
+                duration = durations[op.kind][op.stage]
+                compute_time += duration
+                done = _after(start, duration, f"end {op}", compute=duration)
+                end[op] = done
+                busy_until = done
+                for consumer in remote_consumers[op]:
+                    dst = where[consumer][0]
+                    label = f"message {op} -> {consumer} (worker {w} -> {dst})"
+                    if mode == "overlap":
+                        arrival[(op, consumer)] = _after(done, hockney, label)
+                    elif mode == "blocking":
+                        # one after the other; the worker is busy until the last one arrives
+                        busy_until = _after(busy_until, hockney, label)
+                        arrival[(op, consumer)] = busy_until
+                    else:  # contention: the data first, then the link
+                        link = (w, dst)
+                        leave = _latest([done, link_free.get(link, _ZERO)], "leaves: " + label)
+                        link_free[link] = _after(leave, wire, f"link {link} free after {label}")
+                        arrival[(op, consumer)] = _after(leave, hockney, label)
+                worker_free[w] = busy_until
+                cursor[w] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            waiting = "; ".join(
+                f"worker {w} waits at {orders[w][cursor[w]]}" for w in range(p) if cursor[w] < len(orders[w])
+            )
+            raise ValueError(f"table: its order deadlocks ({waiting})")
+
+    finish = list(worker_free)
+
+    # gradient synchronisation of replicated stages
+    last_grad = Kind.W if table.split_backward else Kind.B
+    sync_end: dict[int, _Event] = {}
+    holders_of: dict[int, list[int]] = {}
+    placement = np.asarray(table.placement)
+    # syncs take their ring links in the order the idealized table makes them ready
+    last_slot = {s: 0 for s in range(n_stages)}
+    for item in table.placed_ops():
+        if item.op.kind == last_grad:
+            last_slot[item.op.stage] = max(last_slot[item.op.stage], item.end)
+    for s in sorted(range(n_stages), key=lambda s: (last_slot[s], s)):
+        holders = sorted({int(w) for w in placement[:, s]})
+        holders_of[s] = holders
+        n = len(holders)
+        if n < 2:
+            continue
+        candidates = []
+        for w in holders:
+            mine = [op for op in orders[w] if op.kind == last_grad and op.stage == s]
+            candidates.append(end[mine[-1]] if mine else _ZERO)
+        ring = [(holders[k], holders[(k + 1) % n]) for k in range(n)]
+        if mode == "contention":
+            candidates += [link_free.get(link, _ZERO) for link in ring]
+        start = _latest(candidates, f"sync stage {s} starts")
+        duration = 2 * (n - 1) * (alpha + (grad_s[s] / n) / beta)
+        sync_end[s] = _after(start, duration, f"sync stage {s} ends")
+        if mode == "contention":
+            for link in ring:
+                link_free[link] = sync_end[s]
+
+    # optimizer updates, then t_sim
+    worker_end = list(finish)
+    if t_opt > 0:
+        for w in range(p):
+            held = [s for s in sorted(sync_end) if w in holders_of[s]]
+            start = _latest([finish[w]] + [sync_end[s] for s in held], f"update of worker {w} starts")
+            worker_end[w] = _after(start, t_opt, f"update of worker {w} ends", compute=t_opt)
+    final = _latest(worker_end + [sync_end[s] for s in sorted(sync_end)], "t_sim")
+
+    on_path = 0.0
+    event: _Event | None = final
+    while event is not None:
+        on_path += event.compute
+        event = event.pred
+    return ReferenceResult(
+        t_sim=final.time,
+        worker_finish=np.array([e.time for e in finish], dtype=float),
+        comm_time=final.time - on_path,
+        compute_time=compute_time,
+    )
