@@ -152,12 +152,12 @@ def compile_program(table: ScheduleTable) -> Program:
             dst = ring[(i + 1) % len(ring)]
             sync_ring[k, i] = links.setdefault((src, dst), len(links))
     sync_index = {s: k for k, s in enumerate(sync_stages)}
+    freeing = Kind.W if table.split_backward else Kind.B
     ready_slot = {s: 0 for s in sync_stages}
     for item in placed:
         if item.op.kind == freeing and item.op.stage in ready_slot:
             ready_slot[item.op.stage] = max(ready_slot[item.op.stage], item.end)
     sync_order = sorted(range(len(sync_stages)), key=lambda k: (ready_slot[sync_stages[k]], sync_stages[k]))
-    freeing = Kind.W if table.split_backward else Kind.B
 
     n_waves, p = len(wave_of_slot), table.p
     shape = (n_waves, p)
@@ -167,7 +167,6 @@ def compile_program(table: ScheduleTable) -> Program:
     out_reg = np.full(shape, -1, dtype=np.int64)
     link = np.full(shape, len(links), dtype=np.int64)
     sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
-    freeing = Kind.W if table.split_backward else Kind.B
 
     register_of, n_regs = _allocate_registers(placed, remote_consumers, wave_of_slot)
     for item in placed:

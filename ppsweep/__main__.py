@@ -1,0 +1,5 @@
+"""``python -m ppsweep``: see :mod:`ppsweep.cli`."""
+
+from ppsweep.cli import main
+
+main()

@@ -1,0 +1,98 @@
+"""Run a sweep into its store: units of work evaluated one after another, written as they finish.
+
+Computing the next unit overlaps writing the previous one (one writer thread); memory stays
+bounded by two units whatever the grid's size.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ppsweep.store import finish_store, open_for_sweep, write_unit
+from ppsweep.sweep import SweepSpec, evaluate_unit
+
+_JAX_CONFIGURED = False
+
+
+def configure_jax(compilation_cache: str | None) -> None:
+    """Apply process-wide JAX settings once per process (launchers may reuse processes).
+
+    Args:
+      compilation_cache: directory of JAX's persistent compilation cache, or None for none.
+    """
+    global _JAX_CONFIGURED
+    if _JAX_CONFIGURED:
+        return
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    if compilation_cache:
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    _JAX_CONFIGURED = True
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a run did: units computed, points in them, seconds, and whether the store is complete."""
+
+    path: Path
+    units_run: int
+    units_total: int
+    points_run: int
+    seconds: float
+    complete: bool
+
+    @property
+    def points_per_second(self) -> float:
+        """End-to-end points per second of this run (engine, reductions and writes)."""
+        return self.points_run / self.seconds if self.seconds > 0 else float("nan")
+
+
+def run_sweep(spec: SweepSpec, path: str | os.PathLike, config_yaml: str, overwrite: bool = False, progress: bool = True) -> SweepReport:
+    """Evaluate every pending unit of ``spec`` and write it to the store at ``path``.
+
+    Args:
+      spec: the validated sweep.
+      path: the ``.zarr`` store (created, resumed, or left alone when complete).
+      config_yaml: the resolved config for the store's attributes.
+      overwrite: recompute from scratch.
+      progress: print a progress line per unit to stderr.
+
+    Returns:
+      A :class:`SweepReport`.
+    """
+    path = Path(path)
+    group, pending = open_for_sweep(path, spec, config_yaml, overwrite)
+    total = len(spec.units())
+    points_per_unit = spec.n_points // total
+    if not pending:
+        finish_store(group, path)
+        return SweepReport(path, 0, total, 0, 0.0, True)
+    start = time.perf_counter()
+    writing: Future | None = None
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        for done, (i, j) in enumerate(pending, 1):
+            results = evaluate_unit(spec, i, j)
+            if writing is not None:
+                writing.result()
+            writing = writer.submit(write_unit, group, spec, i, j, results)
+            if progress:
+                elapsed = time.perf_counter() - start
+                rate = done * points_per_unit / elapsed
+                print(
+                    f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
+                    f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if writing is not None:
+            writing.result()
+    seconds = time.perf_counter() - start
+    complete = finish_store(group, path)
+    return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete)

@@ -1,0 +1,229 @@
+"""The results store: one xarray Dataset in zarr per sweep (SPEC section 5), written unit by unit.
+
+Layout: coordinates are written by xarray; every data variable is created empty (NaN, or False
+for ``valid``) with one chunk per unit of work, and ``done`` ``(p, m)`` records which units are
+complete. A unit writes its chunks, then marks itself done, so a store killed at any moment
+reads back with every unfinished unit still NaN and marked not done. Re-running the same sweep
+resumes with the units not done; a different grid or config is refused.
+
+Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
+``fingerprint`` (hash of everything that shapes the numbers), ``created``, ``finished`` and
+``complete``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from ppsweep.sweep import VALID, VARIABLES, SweepSpec
+
+#: Version of the store layout; a store of another format is refused.
+STORE_FORMAT = 1
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used as asked; the message says why and what to do."""
+
+
+class IncompleteStoreWarning(UserWarning):
+    """Opening a store whose sweep has not finished."""
+
+
+def fingerprint(spec: SweepSpec) -> str:
+    """Hash of every input that shapes the store's numbers (grid, costs, slots, options, dtype)."""
+    from ppsweep import __version__
+
+    data = {
+        "coords": {k: [str(x) for x in v.tolist()] for k, v in spec.coords().items()},
+        "model": asdict(spec.model),
+        "system": asdict(spec.system),
+        "options": spec.schedule_options,
+        "slots": [spec.f_slots, spec.b_slots],
+        "dtype": spec.dtype,
+        "store_format": STORE_FORMAT,
+        "version": __version__,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _consolidate(path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # consolidated metadata is not yet part of the zarr 3 spec
+        zarr.consolidate_metadata(str(path))
+
+
+def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> zarr.Group:
+    """Create an empty store for ``spec`` at ``path`` (replacing whatever is there).
+
+    Args:
+      path: the ``.zarr`` directory.
+      spec: the sweep.
+      config_yaml: the resolved config, kept in the attributes.
+
+    Returns:
+      The open zarr group.
+    """
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    coords = spec.coords()
+    units = {"bandwidth": "bytes/s", "latency": "s", "compute": "FLOP/s", "p": "workers", "m": "microbatches"}
+    dataset = xr.Dataset(coords=coords)
+    for name, unit in units.items():
+        if name in dataset.coords:
+            dataset[name].attrs["units"] = unit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset.to_zarr(str(path), mode="w", zarr_format=3, consolidated=False)
+    group = zarr.open_group(str(path), mode="r+")
+    n_sched = len(spec.schedules)
+    for name, (kind, unit, long_name) in {**VARIABLES, "valid": VALID}.items():
+        dims = spec.point_dims if kind == "point" else spec.table_dims
+        shape = spec.shape(dims)
+        chunks = (n_sched, 1, 1) + shape[3:]
+        boolean = name == "valid"
+        group.create_array(
+            name,
+            shape=shape,
+            chunks=chunks,
+            dtype="bool" if boolean else "float64",
+            fill_value=False if boolean else np.nan,
+            dimension_names=dims,
+            attributes={"units": unit, "long_name": long_name},
+        )
+    group.create_array(
+        "done",
+        shape=spec.shape(("p", "m")),
+        chunks=(1, 1),
+        dtype="bool",
+        fill_value=False,
+        dimension_names=("p", "m"),
+        attributes={"long_name": "unit of work (p, m) completely written"},
+    )
+    from ppsweep import __version__
+
+    group.attrs.update(
+        {
+            "sweep": spec.name,
+            "config": config_yaml,
+            "ppsweep_version": __version__,
+            "store_format": STORE_FORMAT,
+            "fingerprint": fingerprint(spec),
+            "created": _now(),
+            "complete": False,
+        }
+    )
+    _consolidate(path)
+    return group
+
+
+def open_for_sweep(path: str | os.PathLike, spec: SweepSpec, config_yaml: str, overwrite: bool = False) -> tuple[zarr.Group, list[tuple[int, int]]]:
+    """Open (or create) the store of ``spec`` and list the units still to run.
+
+    A store written by the same sweep resumes: finished units are skipped. A finished store is
+    left alone unless ``overwrite``. A store of another grid, config or format is refused.
+
+    Returns:
+      The open group and the ``(p index, m index)`` units not yet done.
+
+    Raises:
+      StoreError: the store belongs to another sweep or format (the message says how to proceed).
+    """
+    path = Path(path)
+    if overwrite or not path.exists():
+        return create_store(path, spec, config_yaml), spec.units()
+    try:
+        group = zarr.open_group(str(path), mode="r+")
+        attrs = dict(group.attrs)
+    except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
+        raise StoreError(f"{path}: not a readable ppsweep store ({error}); pass overwrite=true to replace it") from None
+    if "done" not in group or "fingerprint" not in attrs:
+        # Killed while its layout was being created: nothing was computed, start afresh.
+        return create_store(path, spec, config_yaml), spec.units()
+    if attrs.get("store_format") != STORE_FORMAT:
+        raise StoreError(
+            f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
+            f"cannot be resumed by this ppsweep (format {STORE_FORMAT}); pass overwrite=true to recompute it"
+        )
+    if attrs["fingerprint"] != fingerprint(spec):
+        raise StoreError(
+            f"{path}: written by a different sweep (grid, costs or options differ); "
+            "pass overwrite=true to replace it, or choose another name=..."
+        )
+    done = np.asarray(group["done"][...])
+    pending = [(i, j) for i, j in spec.units() if not done[i, j]]
+    return group, pending
+
+
+def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, results: dict[str, np.ndarray]) -> None:
+    """Write one unit's chunks, then mark the unit done (so a kill never leaves it half-marked)."""
+    region = (slice(None), slice(p_index, p_index + 1), slice(m_index, m_index + 1))
+    for name in list(VARIABLES) + ["valid"]:
+        group[name][region] = results[name]
+    group["done"][p_index, m_index] = True
+
+
+def finish_store(group: zarr.Group, path: str | os.PathLike) -> bool:
+    """Mark the store complete when every unit is done; returns whether it is."""
+    complete = bool(np.all(group["done"][...]))
+    if complete:
+        group.attrs.update({"complete": True, "finished": _now()})
+        _consolidate(Path(path))
+    return complete
+
+
+def missing_units(dataset: xr.Dataset) -> int:
+    """Units of work not yet written in an opened results dataset."""
+    return int((~dataset["done"].values).sum())
+
+
+def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> xr.Dataset:
+    """Open a results store lazily with xarray.
+
+    Args:
+      path: the ``.zarr`` directory.
+      allow_incomplete: open an unfinished store with an :class:`IncompleteStoreWarning`
+        saying how much is missing (its unfinished units read as NaN / not valid); if False,
+        raise :class:`StoreError` instead.
+
+    Returns:
+      The dataset (dask-free, lazily loaded).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        dataset = xr.open_zarr(str(path), chunks=None)
+    if "done" not in dataset:
+        raise StoreError(f"{path}: not a ppsweep results store (no 'done' variable)")
+    missing = missing_units(dataset)
+    if missing:
+        total = int(dataset["done"].size)
+        message = f"{path}: sweep incomplete, {missing} of {total} (p, m) units missing (they read as NaN)"
+        if not allow_incomplete:
+            raise StoreError(message + "; re-run the sweep to finish it")
+        warnings.warn(message, IncompleteStoreWarning, stacklevel=2)
+    return dataset
+
+
+def describe(attrs: dict[str, Any]) -> str:
+    """One line about a store's provenance."""
+    return f"sweep {attrs.get('sweep')!r}, ppsweep {attrs.get('ppsweep_version')}, created {attrs.get('created')}"
