@@ -60,16 +60,18 @@ def build_schedule(name: str, p: int, m: int, f_slots: int = 1, b_slots: int = 2
     f_slots = check_positive_int("f_slots", f_slots, 1)
     b_slots = check_positive_int("b_slots", b_slots, 1)
     options = resolve_options(name, options)
-    return _build_cached(name, p, m, f_slots, b_slots, tuple(sorted(options.items())))
+    # The option's type is part of the key: True == 1 must not return a table built for 1.
+    return _build_cached(name, p, m, f_slots, b_slots, tuple(sorted((k, type(v).__name__, v) for k, v in options.items())))
 
 
 @functools.lru_cache(maxsize=256)
 def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> ScheduleTable:
     schedule = get_schedule(name)
-    reason = schedule.why_unsupported(p, m, **dict(options))
+    kwargs = {key: value for key, _, value in options}
+    reason = schedule.why_unsupported(p, m, **kwargs)
     if reason:
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
-    table = realize(schedule.build_order(p, m, **dict(options)), f_slots, b_slots)
+    table = realize(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
     validate_table(table)
     return table
 

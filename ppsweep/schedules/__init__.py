@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from ppsweep.schedules import gpipe, one_f_one_b
+from ppsweep.schedules import chimera, gpipe, hanayo, one_f_one_b
 from ppsweep.schedules.base import Schedule, ScheduleOrder
 
-SCHEDULES: dict[str, Schedule] = {s.name: s for s in (gpipe.SCHEDULE, one_f_one_b.SCHEDULE)}
+SCHEDULES: dict[str, Schedule] = {
+    s.name: s for s in (gpipe.SCHEDULE, one_f_one_b.SCHEDULE, chimera.SCHEDULE, hanayo.SCHEDULE)
+}
 
 
 def get_schedule(name: str) -> Schedule:

@@ -1,52 +1,58 @@
 """Chimera (Li and Hoefler, SC'21): two model replicas driven in opposite directions.
 
-Placement. The model is cut into ``S = p`` stages and kept twice. The **down** pipeline
-(replica 0) places stage ``s`` on worker ``s``; the **up** pipeline (replica 1) places it on
-worker ``p-1-s``. Every worker therefore holds two stages: down stage ``w`` and up stage
-``p-1-w``. ``p`` must be even.
+**Placement.** The model is cut into ``S = p`` stages and kept twice. The *down* pipeline
+(replica 0) places stage ``s`` on worker ``s``; the *up* pipeline (replica 1) places it on worker
+``p-1-s``. Every worker holds two stages, down stage ``w`` and up stage ``p-1-w``; ``p`` must be
+even.
 
-Microbatches. The basic unit is ``p`` microbatches, ``p/2`` per direction. Unit ``k`` holds
-microbatches ``k·p … k·p+p-1``; its first half ``k·p … k·p+p/2-1`` runs down, its second half
-up. Within a unit, ``i ∈ [0, p/2)`` numbers the microbatches of one direction.
+**Microbatches.** The basic unit is ``p`` microbatches, ``p/2`` per direction; ``m`` must be a
+multiple of ``p``. Unit ``k`` holds microbatches ``k·p … k·p+p-1``: its first half runs down, its
+second half up. ``i ∈ [0, p/2)`` numbers the microbatches of one direction within a unit.
 
-Order of one unit. It is read off the paper's equal-slot diagram (F and B one slot each), in
-which each direction injects one microbatch every two slots and both directions start at once:
+**Order.** Each worker's order is read off the paper's equal-slot diagram (F and B one slot
+each). In one unit each direction injects a microbatch every two slots and both start at once:
 
-- forward of direction-local microbatch ``i`` at stage ``s``: slot ``2i + s``;
-- backward of the same: slot ``2i + 2p-1-s`` (the first backward follows the last forward of
-  microbatch 0 directly).
+- forward of microbatch ``i`` at stage ``s``: slot ``2i + s``;
+- backward of microbatch ``i`` at stage ``s``: slot ``2i + 2p-1-s`` (microbatch 0's first backward
+  follows its last forward directly).
 
-On worker ``w`` the down stage ``w`` and the up stage ``p-1-w`` have opposite parity, so the
-two directions never ask for the same slot, and forwards and backwards of one parity never
-overlap; the worker's order is its operations sorted by that slot. It has three phases:
+Down stage ``w`` and up stage ``p-1-w`` have opposite parity, so on worker ``w`` the two
+directions never ask for the same slot, and within one direction the forwards end before the
+backwards begin. Sorted by slot, worker ``w < p/2`` runs (``w >= p/2`` is the mirror image):
 
-- **warm-up**: the forwards of both directions interleave (down on one parity, up on the other);
-- **steady state**: the backwards of the direction that finishes first interleave with the
-  remaining forwards of the other;
-- **cool-down**: the remaining backwards.
+- **warm-up**: the down forwards of stage ``w`` (from slot ``w``), joined from slot ``p-1-w`` by
+  the up forwards of stage ``p-1-w``;
+- **steady state**: the up forwards alternate with the up backwards (from slot ``p+w``: the up
+  microbatches reach their last stage, held near worker 0, first);
+- **cool-down**: the down backwards of stage ``w`` (from slot ``2p-1-w``), interleaved with the
+  last up backwards.
 
-In that diagram a unit lasts ``3p-2`` slots for ``2p`` operations per worker, hence the paper's
-bubble ``(p-2)/(2m+p-2)``. The table realizes the same order as soon as possible with the
-requested F and B slots; with B twice as long as F the two directions no longer mesh and the
-table leaves more idle (see :func:`table_bubble`).
+**Several units** (the paper's direct concatenation). Unit ``k`` is drawn ``2p·k`` slots later
+(``2p`` is a worker's busy time per unit). Its first forwards then occupy the idle slots at the
+end of unit ``k-1`` ("the bubbles at the end of one basic unit are occupied by the forward passes
+of the next"), so a worker's order interleaves the cool-down of unit ``k-1`` with the warm-up of
+unit ``k``. The diagram lasts ``2m+p-2`` slots, hence the paper's bubble ``(p-2)/(2m+p-2)``,
+which the table reproduces exactly when F and B take the same number of slots. With B twice as
+long as F the two directions no longer mesh and each unit leaves ``p-2`` more idle slots per
+worker (:func:`table_bubble`).
 
-Several units (``m = k·p``) are concatenated directly: each worker runs unit ``k+1``'s order
-after unit ``k``'s (the paper's "direct concatenation"). ``m`` must be a multiple of ``p``.
-
-Stage sizes (option ``split``, ``"a:b"``, default ``"1:1"``). Each worker holds ``2/p`` of the
-model's layers, split between its two stages. Stages ``0 … p/2-1`` (the first half of either
-replica) get ``a/(a+b)`` of that share, stages ``p/2 … p-1`` get ``b/(a+b)``: both replicas
-share one stage-size profile, as the contract requires, and each worker holds one stage of each
-half (down ``w`` and up ``p-1-w``), so every worker still holds ``2/p`` of the layers. The
-first stages keep the most activations in flight (down stage 0 holds all ``p/2`` down
-microbatches, the last stage one), so ``"1:2"`` (small first half, large second half) is the
-memory-balancing split the paper uses: it shrinks the activations of the stage that keeps many
-of them and grows the one that keeps few.
+**Stage sizes** (option ``split = "a:b"``, default ``"1:1"``). The two replicas are copies of one
+model, so stage ``s`` holds the same layers in both, and each worker should keep ``2/p`` of the
+layers (equal compute). Worker ``w`` holds down stage ``w`` and up stage ``p-1-w``: one stage of
+the first half ``0 … p/2-1`` and one of the second half. ``split`` divides the worker's share
+between them: first-half stages get ``a/(a+b)·2/p``, second-half stages ``b/(a+b)·2/p``. Of a
+worker's two stages, the first-half one is nearer its pipeline's start and keeps more activations
+in flight (worker 0: ``p/2`` of down stage 0, one of up stage ``p-1``), so ``"1:2"`` gives fewer
+layers to the stage that stores more microbatches — the paper's memory-balancing split.
+Measured on the table (activations weighted by stage size, B = 2 slots): ``"1:2"`` lowers the edge
+workers (worker 0 from ``p/2+1`` to ``(p+4)/3`` stage-activations of ``1/p`` of the model) but not
+the bottleneck: workers ``p/2-1`` and ``p/2`` hold ``p/2`` activations of a first-half and ``p/2``
+of a second-half stage at once, i.e. ``p`` for any split. No split shared by both replicas lowers
+that peak.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -59,10 +65,10 @@ _SPLIT_PATTERN = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
 def parse_split(split: str) -> tuple[int, int]:
-    """The two positive integers of a ``split`` option ``"a:b"``.
+    """The two positive integers of a ``split`` option.
 
     Args:
-      split: the option value, e.g. ``"1:2"``.
+      split: the option value, a string ``"a:b"`` such as ``"1:2"``.
 
     Returns:
       ``(a, b)``.
@@ -82,7 +88,7 @@ def why_unsupported(p: int, m: int, split: str = DEFAULT_SPLIT) -> str | None:
     """None where Chimera runs: ``p`` even and ``m`` a multiple of ``p``.
 
     Raises:
-      ValueError: a malformed ``split`` (a configuration error, not an unsupported point).
+      ValueError: a malformed ``split`` (a configuration error rather than an unsupported point).
     """
     parse_split(split)
     if p % 2:
@@ -92,48 +98,50 @@ def why_unsupported(p: int, m: int, split: str = DEFAULT_SPLIT) -> str | None:
     return None
 
 
-def unit_slot(kind: Kind, i: int, stage: int, p: int) -> int:
-    """Slot of an operation in the paper's equal-slot diagram of one unit.
+def diagram_slot(kind: Kind, unit: int, i: int, stage: int, p: int) -> int:
+    """Slot of an operation in the paper's equal-slot diagram.
 
     Args:
       kind: F or B.
-      i: direction-local microbatch, ``0 … p/2-1``.
-      stage: replica-local stage, ``0 … p-1``.
-      p: number of workers (= stages).
+      unit: the unit, ``0 … m/p-1``.
+      i: microbatch within its direction and unit, ``0 … p/2-1``.
+      stage: stage within the microbatch's replica, ``0 … p-1``.
+      p: number of workers (= stages per replica).
 
     Returns:
-      ``2i + stage`` for F, ``2i + 2p-1-stage`` for B.
+      ``2p·unit + 2i + stage`` for F, ``2p·unit + 2i + 2p-1-stage`` for B.
     """
-    return 2 * i + (stage if kind == Kind.F else 2 * p - 1 - stage)
+    return 2 * p * unit + 2 * i + (stage if kind == Kind.F else 2 * p - 1 - stage)
 
 
 def micro_of(unit: int, replica: int, i: int, p: int) -> int:
-    """Global microbatch of direction-local microbatch ``i`` of ``replica`` in ``unit``."""
+    """Microbatch number of the ``i``-th microbatch of ``replica`` (0 down, 1 up) in ``unit``."""
     return unit * p + replica * (p // 2) + i
 
 
-def unit_order(p: int, w: int, unit: int) -> list[Op]:
-    """Worker ``w``'s operations of one unit, in the order of the equal-slot diagram."""
-    stages = (w, p - 1 - w)  # down stage, up stage held by worker w
+def worker_order(p: int, m: int, w: int) -> tuple[Op, ...]:
+    """Worker ``w``'s operations sorted by their slot in the equal-slot diagram."""
+    stages = (w, p - 1 - w)  # the down stage and the up stage held by worker w
     timed = [
-        (unit_slot(kind, i, stages[replica], p), Op(kind, micro_of(unit, replica, i, p), stages[replica]))
+        (diagram_slot(kind, unit, i, stages[replica], p), Op(kind, micro_of(unit, replica, i, p), stages[replica]))
+        for unit in range(m // p)
         for replica in (0, 1)
         for i in range(p // 2)
         for kind in (Kind.F, Kind.B)
     ]
     timed.sort(key=lambda item: item[0])
-    return [op for _, op in timed]
+    return tuple(op for _, op in timed)
 
 
-def worker_order(p: int, m: int, w: int) -> tuple[Op, ...]:
-    """Worker ``w``'s order: the units' orders concatenated."""
-    return tuple(op for unit in range(m // p) for op in unit_order(p, w, unit))
+def micro_replicas(p: int, m: int) -> np.ndarray:
+    """Replica of each microbatch, ``(m,)``: the first half of each unit 0 (down), the rest 1 (up)."""
+    return np.array([(j % p) // (p // 2) for j in range(m)], dtype=np.int64)
 
 
 def stage_fractions(p: int, split: str = DEFAULT_SPLIT) -> np.ndarray:
     """Share of the layers in each stage, ``(p,)``, the same for both replicas.
 
-    Stages ``0 … p/2-1`` get ``a/(a+b) · 2/p`` each, stages ``p/2 … p-1`` get ``b/(a+b) · 2/p``.
+    Stages ``0 … p/2-1`` get ``a/(a+b)·2/p`` each and stages ``p/2 … p-1`` get ``b/(a+b)·2/p``.
     """
     a, b = parse_split(split)
     half = p // 2
@@ -142,7 +150,6 @@ def stage_fractions(p: int, split: str = DEFAULT_SPLIT) -> np.ndarray:
 
 def build_order(p: int, m: int, split: str = DEFAULT_SPLIT) -> ScheduleOrder:
     """Per-worker orders of Chimera (see the module docstring)."""
-    replica = np.array([(j % p) // (p // 2) for j in range(m)], dtype=np.int64)
     placement = np.array([list(range(p)), list(range(p - 1, -1, -1))], dtype=np.int64)
     return ScheduleOrder(
         name="chimera",
@@ -151,66 +158,60 @@ def build_order(p: int, m: int, split: str = DEFAULT_SPLIT) -> ScheduleOrder:
         n_stages=p,
         orders=tuple(worker_order(p, m, w) for w in range(p)),
         placement=placement,
-        micro_replica=replica,
+        micro_replica=micro_replicas(p, m),
         stage_fractions=stage_fractions(p, split),
         options={"split": split},
     )
 
 
 def bubble_formula(p: int, m: int, split: str = DEFAULT_SPLIT) -> float:
-    """The paper's ``(p-2)/(2m+p-2)``.
-
-    It is the table's bubble exactly when F and B take the same number of slots and ``m = p``
-    (a single unit); direct concatenation leaves more idle between units, and B twice as long
-    as F leaves more idle inside each unit (see :func:`table_bubble`).
-    """
+    """The paper's ``(p-2)/(2m+p-2)``; the table's bubble exactly when F and B take equal slots."""
     return (p - 2) / (2 * m + p - 2)
 
 
-def table_length(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
-    """Closed-form length ``T`` of the table, for ``f_slots=1`` and ``b_slots`` 1 or 2.
+def idle_per_worker(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
+    """Idle slots of each worker in the table, in closed form (derived from the ASAP table, checked in tests).
 
-    Derived from the ASAP realization of the order (and checked against it in the tests):
-
-    - ``b_slots=1``: one unit lasts ``3p-2``; a further unit adds ``2p+1`` for ``p >= 4``
-      (``2p`` for ``p = 2``), because the next unit's first forwards cannot start before the
-      previous unit's last backwards on worker 0 and ``p-1``.
-    - ``b_slots=2``: one unit lasts ``5p-2`` for ``p >= 4`` (``6`` for ``p = 2``); each further
-      unit adds ``3p+2`` for ``p >= 4`` (``3p`` for ``p = 2``).
+    With ``r = b_slots / f_slots`` an integer and ``k = m/p`` units: ``f·(p-2)·(1 + (r-1)·k)``.
+    With F = B (``r = 1``) that is the diagram's fill and drain, ``p-2``; with B twice F every
+    unit adds ``p-2`` more, because the two directions' backwards no longer fit in the other
+    direction's forward gaps.
 
     Raises:
-      ValueError: for slot settings without a derived closed form.
+      ValueError: where ``b_slots`` is not a multiple of ``f_slots`` (no derived closed form).
     """
-    units = m // p
-    if f_slots != 1 or b_slots not in (1, 2):
-        raise ValueError(f"no closed form for f_slots={f_slots}, b_slots={b_slots}")
-    if b_slots == 1:
-        first, more = 3 * p - 2, (2 * p + 1 if p >= 4 else 2 * p)
-    else:
-        first, more = (5 * p - 2, 3 * p + 2) if p >= 4 else (3 * p, 3 * p)
-    return first + (units - 1) * more
+    if b_slots % f_slots:
+        raise ValueError(f"chimera: no closed form for f_slots={f_slots}, b_slots={b_slots} (b not a multiple of f)")
+    r, units = b_slots // f_slots, m // p
+    return f_slots * (p - 2) * (1 + (r - 1) * units)
+
+
+def table_length(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
+    """Length ``T`` of the table: ``m·(f+b)`` busy slots per worker plus :func:`idle_per_worker`.
+
+    For F = B this is ``f·(2m+p-2)``, the paper's diagram; for the default (1, 2) it is
+    ``4m + p - 2 - 2m/p`` (``5p-4`` for one unit, ``4p-2`` more per further unit).
+    """
+    return m * (f_slots + b_slots) + idle_per_worker(p, m, f_slots, b_slots)
 
 
 def table_bubble(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> float:
-    """Closed-form bubble of the table: ``1 - m·(f_slots+b_slots) / (p·T)`` with
-    ``T = table_length(p, m, f_slots, b_slots)``.
+    """Bubble of the table in closed form, ``idle_per_worker / table_length``.
 
-    For one unit (``m = p``, ``p >= 4``): ``(p-2)/(3p-2)`` with F = B slots (the paper's
-    formula) and ``(2p-2)/(5p-2)`` with B = 2 slots.
+    For F = B it equals the paper's ``(p-2)/(2m+p-2)``; for the default (1, 2) it is
+    ``(p-2)(m+p) / ((p-2)(m+p) + 3mp)``, e.g. ``(2p-4)/(5p-4)`` for one unit.
     """
-    work = m * (f_slots + b_slots) / p  # busy slots per worker (2m/p operations each of F and B)
-    return 1.0 - work / table_length(p, m, f_slots, b_slots)
+    return idle_per_worker(p, m, f_slots, b_slots) / table_length(p, m, f_slots, b_slots)
 
 
 def peak_activations_formula(p: int, m: int, split: str = DEFAULT_SPLIT) -> float:
-    """Peak stored microbatch-stage activations on the busiest worker of the default table.
+    """``p``: workers ``p/2-1`` and ``p/2`` hold all ``p/2`` down and ``p/2`` up activations of a unit.
 
-    ``p/2 + 1`` for ``p >= 4`` (``2`` for ``p = 2``), whatever the number of units: the
-    activations of one unit are all freed before the next unit's forwards start on a worker.
-    Worker ``p/2-1`` (and its mirror ``p/2``) holds all ``p/2`` down activations of its stage
-    plus one of its up stage.
+    The edge workers hold ``p/2+1`` (the paper's range ``[p/2+1, p]``); the figure does not grow
+    with ``m`` because a unit's activations are freed before the next unit's reach the middle.
+    It holds for F = B slots and for B = 2·F slots (checked in tests).
     """
-    return float(p // 2 + 1) if p >= 4 else 2.0
+    return float(p)
 
 
 SCHEDULE = Schedule(
@@ -222,17 +223,3 @@ SCHEDULE = Schedule(
     option_names={"split": DEFAULT_SPLIT},
     description="Chimera: two model replicas in opposite directions, units of p microbatches",
 )
-
-__all__ = [
-    "SCHEDULE",
-    "bubble_formula",
-    "build_order",
-    "parse_split",
-    "peak_activations_formula",
-    "stage_fractions",
-    "table_bubble",
-    "table_length",
-    "why_unsupported",
-]
-
-_ = math  # math kept for readers comparing with the other formula modules
