@@ -166,11 +166,14 @@ def layer_time(model: ModelConfig, system: SystemConfig, b: Any, peak_flops: Any
     Args:
       model, system: the configs.
       b: microbatch size (broadcasts).
-      peak_flops: override of ``system.peak_flops`` (broadcasts; for a ``compute`` axis).
+      peak_flops: override of ``system.peak_flops`` (broadcasts; for a ``compute`` axis). The
+        memory bandwidth scales with it, keeping the system's bytes per FLOP, as the paper's
+        systems scale a whole accelerator.
     """
     peak = system.peak_flops if peak_flops is None else np.asarray(peak_flops, dtype=float)
+    memory_bandwidth = system.memory_bandwidth * peak / system.peak_flops
     flops_time = model.layer_forward_flops(b) / (peak * system.compute_efficiency)
-    bytes_time = model.layer_forward_bytes(b) / (system.memory_bandwidth * system.memory_efficiency)
+    bytes_time = model.layer_forward_bytes(b) / (memory_bandwidth * system.memory_efficiency)
     return np.maximum(flops_time, bytes_time)
 
 

@@ -66,3 +66,10 @@ def test_bad_system_fields():
         SystemConfig.from_mapping({**base, "compute_efficiency": 1.5})
     with pytest.raises(ValueError, match="system.peak_flops: missing"):
         SystemConfig.from_mapping({k: v for k, v in base.items() if k != "peak_flops"})
+
+
+def test_compute_axis_scales_memory_bandwidth_with_peak():
+    slow_memory = SystemConfig(peak_flops=1e15, memory_bandwidth=1e9, bandwidth=1e10, latency=0.0)
+    b = 1.0
+    base = layer_time(MODEL, slow_memory, b)  # memory-bound
+    assert layer_time(MODEL, slow_memory, b, peak_flops=1e16) == pytest.approx(base / 10)
