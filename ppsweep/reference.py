@@ -18,6 +18,10 @@ How it runs:
    table makes them ready: the slot where their last backward ends, ties by stage), then
    the optimizer updates (when ``t_opt > 0``), then ``t_sim``.
 
+With ``record=True`` the result also carries a :class:`StepRecord` of every operation's start
+and end, every message's ready, send and arrival times, every synchronisation and update
+(:mod:`ppsweep.trace` draws it); recording changes no computed value.
+
 Every time is an :class:`_Event` remembering the candidate that set it (the first within a
 relative ``1e-12`` of the maximum, candidates taken in the README's priority order) and the
 compute time between that candidate and itself. Walking back from the event that sets ``t_sim``
@@ -78,12 +82,90 @@ class ReferenceResult:
       comm_time: ``t_sim`` minus the compute time (operations and updates) on the critical
         path, s.
       compute_time: total compute time of all operations (no optimizer updates), s.
+      record: the step's event record (:class:`StepRecord`) when asked for with ``record=True``,
+        else None.
     """
 
     t_sim: float
     worker_finish: np.ndarray
     comm_time: float
     compute_time: float
+    record: "StepRecord | None" = None
+
+
+@dataclass(frozen=True)
+class OpEvent:
+    """One operation as simulated: its worker, start and end, s."""
+
+    worker: int
+    op: Op
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class MessageEvent:
+    """One point-to-point message as simulated.
+
+    Attributes:
+      src, dst: sending and receiving worker.
+      producer, consumer: the operation whose output it carries, and the one that needs it.
+      ready: when the producer ended (the data exists), s.
+      send: when the message left: ``ready`` in ``overlap``; in ``blocking`` the arrival of the
+        worker's previous message of the same operation (or ``ready``); in ``contention`` when it
+        got its link, s.
+      arrive: when it arrived at ``dst``, s.
+    """
+
+    src: int
+    dst: int
+    producer: Op
+    consumer: Op
+    ready: float
+    send: float
+    arrive: float
+
+
+@dataclass(frozen=True)
+class SyncEvent:
+    """Gradient synchronisation of a replicated stage: its holders (ring order), start and end, s."""
+
+    stage: int
+    holders: tuple[int, ...]
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class UpdateEvent:
+    """One optimizer update: its worker, start and end, s."""
+
+    worker: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """Every timed event of one simulated step (``reference_simulate(..., record=True)``).
+
+    Attributes:
+      p: workers.
+      mode: communication mode.
+      ops: every operation, in the order the simulation ran them.
+      messages: every point-to-point message, in the order they were sent.
+      syncs: gradient synchronisations, in the order they were computed.
+      updates: optimizer updates (empty without ``t_opt``).
+      t_sim: step time, s (the same value as the result's ``t_sim``).
+    """
+
+    p: int
+    mode: str
+    ops: tuple[OpEvent, ...]
+    messages: tuple[MessageEvent, ...]
+    syncs: tuple[SyncEvent, ...]
+    updates: tuple[UpdateEvent, ...]
+    t_sim: float
 
 
 class _Event:
@@ -166,6 +248,7 @@ def reference_simulate(
     t_w: float | Sequence[float] | None = None,
     grad_bytes: float | Sequence[float] | None = None,
     t_opt: float = 0.0,
+    record: bool = False,
 ) -> ReferenceResult:
     """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
 
@@ -181,6 +264,9 @@ def reference_simulate(
       grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
         (a number or a length-``S`` sequence); default 0.
       t_opt: optimizer update time per worker, s; 0 (default) means no update.
+      record: also return the step's event record (:class:`StepRecord`: per-operation start and
+        end, per-message ready, send and arrival times, synchronisations, updates) in the
+        result's ``record``; it changes no other field.
 
     Returns:
       The :class:`ReferenceResult`.
@@ -229,6 +315,8 @@ def reference_simulate(
     worker_free: list[_Event] = [_ZERO] * p  # end of each worker's previous activity
     cursor = [0] * p
     compute_time = 0.0
+    op_events: list[OpEvent] = []
+    message_events: list[MessageEvent] = []
 
     remaining = sum(len(row) for row in orders)
     while remaining:
@@ -248,21 +336,30 @@ def reference_simulate(
                 compute_time += duration
                 done = _after(start, duration, f"end {op}", compute=duration)
                 end[op] = done
+                if record:
+                    op_events.append(OpEvent(w, op, start.time, done.time))
                 busy_until = done
                 for consumer in remote_consumers[op]:
                     dst = where[consumer][0]
                     label = f"message {op} -> {consumer} (worker {w} -> {dst})"
                     if mode == "overlap":
+                        sent = done
                         arrival[(op, consumer)] = _after(done, hockney, label)
                     elif mode == "blocking":
                         # one after the other; the worker is busy until the last one arrives
+                        sent = busy_until
                         busy_until = _after(busy_until, hockney, label)
                         arrival[(op, consumer)] = busy_until
                     else:  # contention: the data first, then the link
                         link = (w, dst)
                         leave = _latest([done, link_free.get(link, _ZERO)], "leaves: " + label)
                         link_free[link] = _after(leave, wire, f"link {link} free after {label}")
+                        sent = leave
                         arrival[(op, consumer)] = _after(leave, hockney, label)
+                    if record:
+                        message_events.append(
+                            MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival[(op, consumer)].time)
+                        )
                 worker_free[w] = busy_until
                 cursor[w] += 1
                 remaining -= 1
@@ -278,6 +375,7 @@ def reference_simulate(
     # gradient synchronisation of replicated stages
     last_grad = Kind.W if table.split_backward else Kind.B
     sync_end: dict[int, _Event] = {}
+    sync_events: list[SyncEvent] = []
     holders_of: dict[int, list[int]] = {}
     placement = np.asarray(table.placement)
     # syncs take their ring links in the order the idealized table makes them ready
@@ -301,17 +399,20 @@ def reference_simulate(
         start = _latest(candidates, f"sync stage {s} starts")
         duration = 2 * (n - 1) * (alpha + (grad_s[s] / n) / beta)
         sync_end[s] = _after(start, duration, f"sync stage {s} ends")
+        sync_events.append(SyncEvent(s, tuple(holders), start.time, sync_end[s].time))
         if mode == "contention":
             for link in ring:
                 link_free[link] = sync_end[s]
 
     # optimizer updates, then t_sim
     worker_end = list(finish)
+    update_events: list[UpdateEvent] = []
     if t_opt > 0:
         for w in range(p):
             held = [s for s in sorted(sync_end) if w in holders_of[s]]
             start = _latest([finish[w]] + [sync_end[s] for s in held], f"update of worker {w} starts")
             worker_end[w] = _after(start, t_opt, f"update of worker {w} ends", compute=t_opt)
+            update_events.append(UpdateEvent(w, start.time, worker_end[w].time))
     final = _latest(worker_end + [sync_end[s] for s in sorted(sync_end)], "t_sim")
 
     on_path = 0.0
@@ -324,4 +425,15 @@ def reference_simulate(
         worker_finish=np.array([e.time for e in finish], dtype=float),
         comm_time=final.time - on_path,
         compute_time=compute_time,
+        record=StepRecord(
+            p=p,
+            mode=mode,
+            ops=tuple(op_events),
+            messages=tuple(message_events),
+            syncs=tuple(sync_events),
+            updates=tuple(update_events),
+            t_sim=final.time,
+        )
+        if record
+        else None,
     )
