@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppsweep.store import finish_store, open_for_sweep, write_unit
+from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
 from ppsweep.sweep import SweepSpec, evaluate_unit
 
 _JAX_CONFIGURED = False
@@ -39,7 +40,11 @@ def configure_jax(compilation_cache: str | None) -> None:
 
 @dataclass(frozen=True)
 class SweepReport:
-    """What a run did: units computed, points in them, seconds, and whether the store is complete."""
+    """What a run did: units computed, points in them, seconds, and whether the store is complete.
+
+    ``units_total`` counts the whole grid; ``units_missing`` the units of the whole store still
+    not done after this run (other shards' included).
+    """
 
     path: Path
     units_run: int
@@ -47,6 +52,7 @@ class SweepReport:
     points_run: int
     seconds: float
     complete: bool
+    units_missing: int = 0
 
     @property
     def points_per_second(self) -> float:
@@ -54,45 +60,55 @@ class SweepReport:
         return self.points_run / self.seconds if self.seconds > 0 else float("nan")
 
 
-def run_sweep(spec: SweepSpec, path: str | os.PathLike, config_yaml: str, overwrite: bool = False, progress: bool = True) -> SweepReport:
-    """Evaluate every pending unit of ``spec`` and write it to the store at ``path``.
+def run_sweep(
+    spec: SweepSpec,
+    path: str | os.PathLike,
+    config_yaml: str,
+    overwrite: bool = False,
+    progress: bool = True,
+    units: Sequence[tuple[int, int]] | None = None,
+) -> SweepReport:
+    """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
     Args:
       spec: the validated sweep.
       path: the ``.zarr`` store (created, resumed, or left alone when complete).
       config_yaml: the resolved config for the store's attributes.
-      overwrite: recompute from scratch.
+      overwrite: recompute from scratch (replaces the whole store: never with a shard's ``units``
+        while other shards may be writing).
       progress: print a progress line per unit to stderr.
+      units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
+        None: all. Units already done are skipped either way.
 
     Returns:
-      A :class:`SweepReport`.
+      A :class:`SweepReport`. When every unit of the store is done (this run's and other
+      shards'), the store is marked complete.
     """
     path = Path(path)
-    group, pending = open_for_sweep(path, spec, config_yaml, overwrite)
+    group, pending = open_for_sweep(path, spec, config_yaml, overwrite, units=None if units is None else list(units))
     total = len(spec.units())
     points_per_unit = spec.n_points // total
-    if not pending:
-        finish_store(group, path)
-        return SweepReport(path, 0, total, 0, 0.0, True)
     start = time.perf_counter()
     writing: Future | None = None
-    with ThreadPoolExecutor(max_workers=1) as writer:
-        for done, (i, j) in enumerate(pending, 1):
-            results = evaluate_unit(spec, i, j)
+    if pending:
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            for done, (i, j) in enumerate(pending, 1):
+                results = evaluate_unit(spec, i, j)
+                if writing is not None:
+                    writing.result()
+                writing = writer.submit(write_unit, group, spec, i, j, results)
+                if progress:
+                    elapsed = time.perf_counter() - start
+                    rate = done * points_per_unit / elapsed
+                    print(
+                        f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
+                        f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             if writing is not None:
                 writing.result()
-            writing = writer.submit(write_unit, group, spec, i, j, results)
-            if progress:
-                elapsed = time.perf_counter() - start
-                rate = done * points_per_unit / elapsed
-                print(
-                    f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
-                    f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        if writing is not None:
-            writing.result()
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start if pending else 0.0
     complete = finish_store(group, path)
-    return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete)
+    missing = 0 if complete else int((~done_units(group)).sum())
+    return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete, missing)

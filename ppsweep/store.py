@@ -6,6 +6,14 @@ complete. A unit writes its chunks, then marks itself done, so a store killed at
 reads back with every unfinished unit still NaN and marked not done. Re-running the same sweep
 resumes with the units not done; a different grid or config is refused.
 
+Concurrency (shards, :mod:`ppsweep.shards`): the layout is built in a temporary directory beside
+the store and renamed into place, so it appears whole or not at all, and when several processes
+create it at once exactly one rename wins and the others open the winner's (checking its
+fingerprint). After that, each process writes only the chunks of its own units (and their
+``done`` chunks): no two writers ever touch the same file. zarr writes every file to a
+temporary name and renames it into place, so a kill, a full disk or an I/O error leaves each
+chunk either old or new, never torn.
+
 Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
 ``fingerprint`` (hash of everything that shapes the numbers), ``created``, ``finished`` and
 ``complete``.
@@ -13,10 +21,13 @@ Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import time
+import uuid
 import warnings
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -69,7 +80,10 @@ def _consolidate(path: Path) -> None:
 
 
 def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> zarr.Group:
-    """Create an empty store for ``spec`` at ``path`` (replacing whatever is there).
+    """Create an empty store for ``spec`` at ``path``, replacing whatever is there.
+
+    The new layout is built beside ``path`` and renamed into place; the old store (if any) is
+    moved aside first and deleted after, so ``path`` never holds a half-built layout.
 
     Args:
       path: the ``.zarr`` directory.
@@ -80,9 +94,55 @@ def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> 
       The open zarr group.
     """
     path = Path(path)
-    if path.exists():
-        shutil.rmtree(path)
+    _build_and_move(path, spec, config_yaml, replace=True)
+    return zarr.open_group(str(path), mode="r+")
+
+
+def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, replace: bool) -> bool:
+    """Build the layout in a temporary directory and rename it to ``path``.
+
+    Returns:
+      True if this call put its layout in place; False if ``path`` already existed (another
+      process won the race) and ``replace`` is False.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = path.with_name(f".{path.name}.creating-{tag}")
+    try:
+        _write_layout(tmp, spec, config_yaml)
+        if replace and (path.exists() or path.is_symlink()):
+            trash = path.with_name(f".{path.name}.replaced-{tag}")
+            os.rename(path, trash)
+            os.rename(tmp, path)
+            shutil.rmtree(trash, ignore_errors=True)
+            return True
+        try:
+            os.rename(tmp, path)
+        except OSError as error:
+            if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                return False
+            raise
+        return True
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale_temporaries(path: Path, age_s: float = 3600.0) -> None:
+    """Delete layouts that a killed process left half-built beside ``path`` (older than ``age_s``)."""
+    now = time.time()
+    for pattern in (f".{path.name}.creating-*", f".{path.name}.replaced-*"):
+        for stale in path.parent.glob(pattern):
+            try:
+                if now - stale.stat().st_mtime > age_s:
+                    shutil.rmtree(stale, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
+    """Coordinates, empty arrays (one chunk per unit), ``done`` and the attributes, at ``path``."""
     coords = spec.coords()
     units = {"bandwidth": "bytes/s", "latency": "s", "compute": "FLOP/s", "p": "workers", "m": "microbatches"}
     dataset = xr.Dataset(coords=coords)
@@ -91,7 +151,7 @@ def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> 
             dataset[name].attrs["units"] = unit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dataset.to_zarr(str(path), mode="w", zarr_format=3, consolidated=False)
+        dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
     n_sched = len(spec.schedules)
     for name, (kind, unit, long_name) in {**VARIABLES, "valid": VALID}.items():
@@ -131,32 +191,63 @@ def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> 
         }
     )
     _consolidate(path)
-    return group
 
 
-def open_for_sweep(path: str | os.PathLike, spec: SweepSpec, config_yaml: str, overwrite: bool = False) -> tuple[zarr.Group, list[tuple[int, int]]]:
+def open_for_sweep(
+    path: str | os.PathLike,
+    spec: SweepSpec,
+    config_yaml: str,
+    overwrite: bool = False,
+    units: list[tuple[int, int]] | None = None,
+) -> tuple[zarr.Group, list[tuple[int, int]]]:
     """Open (or create) the store of ``spec`` and list the units still to run.
 
-    A store written by the same sweep resumes: finished units are skipped. A finished store is
-    left alone unless ``overwrite``. A store of another grid, config or format is refused.
+    A store written by the same sweep resumes: finished units are skipped. A store of another
+    grid, config or format is refused. Safe to call from several processes at once (shards):
+    the layout is created by exactly one of them.
+
+    Args:
+      path: the ``.zarr`` directory.
+      spec: the sweep.
+      config_yaml: the resolved config, kept in the attributes of a new store.
+      overwrite: replace whatever is at ``path`` with an empty layout first.
+      units: the ``(p index, m index)`` units this caller is responsible for (a shard's);
+        None: all of them.
 
     Returns:
-      The open group and the ``(p index, m index)`` units not yet done.
+      The open group and those of ``units`` not yet done.
 
     Raises:
-      StoreError: the store belongs to another sweep or format (the message says how to proceed).
+      StoreError: the store belongs to another sweep or format, or is not a ppsweep store
+        (the message says how to proceed).
     """
     path = Path(path)
-    if overwrite or not path.exists():
-        return create_store(path, spec, config_yaml), spec.units()
+    units = spec.units() if units is None else list(units)
+    if overwrite:
+        create_store(path, spec, config_yaml)
+    elif not path.exists():
+        _build_and_move(path, spec, config_yaml, replace=False)  # False: another process made it first
+    group = check_store(path, spec)
+    done = np.asarray(group["done"][...])
+    pending = [(i, j) for i, j in units if not done[i, j]]
+    return group, pending
+
+
+def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
+    """Open the existing store at ``path`` for writing, if it is ``spec``'s.
+
+    Raises:
+      StoreError: unreadable, not a ppsweep store, another format, or another sweep.
+    """
+    path = Path(path)
     try:
         group = zarr.open_group(str(path), mode="r+")
         attrs = dict(group.attrs)
     except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
-        raise StoreError(f"{path}: not a readable ppsweep store ({error}); pass overwrite=true to replace it") from None
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise StoreError(f"{path}: not a readable ppsweep store ({reason}); pass overwrite=true to replace it") from None
     if "done" not in group or "fingerprint" not in attrs:
-        # Killed while its layout was being created: nothing was computed, start afresh.
-        return create_store(path, spec, config_yaml), spec.units()
+        raise StoreError(f"{path}: not a ppsweep results store; pass overwrite=true to replace it, or choose another name=...")
     if attrs.get("store_format") != STORE_FORMAT:
         raise StoreError(
             f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
@@ -167,9 +258,12 @@ def open_for_sweep(path: str | os.PathLike, spec: SweepSpec, config_yaml: str, o
             f"{path}: written by a different sweep (grid, costs or options differ); "
             "pass overwrite=true to replace it, or choose another name=..."
         )
-    done = np.asarray(group["done"][...])
-    pending = [(i, j) for i, j in spec.units() if not done[i, j]]
-    return group, pending
+    return group
+
+
+def done_units(group: zarr.Group) -> np.ndarray:
+    """The ``(p, m)`` boolean array of finished units."""
+    return np.asarray(group["done"][...], dtype=bool)
 
 
 def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, results: dict[str, np.ndarray]) -> None:
@@ -181,11 +275,18 @@ def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, r
 
 
 def finish_store(group: zarr.Group, path: str | os.PathLike) -> bool:
-    """Mark the store complete when every unit is done; returns whether it is."""
-    complete = bool(np.all(group["done"][...]))
+    """Mark the store complete when every unit is done; returns whether it is.
+
+    Idempotent and safe when several finishing shards call it at once: the attributes are
+    written only while the store on disk does not yet say ``complete``, and every metadata
+    write replaces its file whole.
+    """
+    complete = bool(np.all(done_units(group)))
     if complete:
-        group.attrs.update({"complete": True, "finished": _now()})
-        _consolidate(Path(path))
+        current = zarr.open_group(str(path), mode="r+")
+        if current.attrs.get("complete") is not True:
+            current.attrs.update({"complete": True, "finished": _now()})
+            _consolidate(Path(path))
     return complete
 
 
@@ -217,9 +318,12 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> x
     missing = missing_units(dataset)
     if missing:
         total = int(dataset["done"].size)
-        message = f"{path}: sweep incomplete, {missing} of {total} (p, m) units missing (they read as NaN)"
+        message = (
+            f"{path}: sweep incomplete, {missing} of {total} (p, m) units missing "
+            "(they read as NaN and not done); re-run the sweep's command to finish it"
+        )
         if not allow_incomplete:
-            raise StoreError(message + "; re-run the sweep to finish it")
+            raise StoreError(message)
         warnings.warn(message, IncompleteStoreWarning, stacklevel=2)
     return dataset
 
