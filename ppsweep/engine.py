@@ -9,11 +9,27 @@ comes out of the same pass (README, "Critical path").
 
 JAX runs in float64 here (``jax_enable_x64``): times span nanoseconds to seconds. float32 is
 available through ``dtype`` for speed studies.
+
+Two methods compute the same results (``method``):
+
+- ``scan``: the max-plus scan over the table's waves. The grid is cut into tiles of at most
+  :data:`SCAN_TILE` points (their state stays in cache); tiles run on every CPU core (threads)
+  or, where the process has several JAX devices, are split across them with a ``NamedSharding``
+  over the point axis. One compiled scan serves every table of the same padded shape.
+- ``envelope``: the table compiled once into its maximal path vectors (:mod:`ppsweep.envelope`);
+  each point is then a small matrix product and a maximum. Falls back to the scan where a table
+  needs more than ``cap`` vectors; points whose ``comm_time`` depends on the README's tie rule
+  are recomputed with the scan.
+- ``auto`` (default): the envelope where it compiles within the cap, else the scan.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +40,21 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ppsweep.program import Program, compile_program  # noqa: E402
+from ppsweep import envelope as _envelope  # noqa: E402
+from ppsweep.program import Program, program_for  # noqa: E402
 from ppsweep.table import ScheduleTable  # noqa: E402
 
 MODES = ("overlap", "blocking", "contention")
+
+#: Accepted values of ``method``.
+METHODS = ("auto", "scan", "envelope")
+
+#: Most points one compiled scan call handles per device: the scan's state for a tile stays in
+#: the CPU's cache (measured on 2 cores: 1024 points ~2x faster than 16384).
+SCAN_TILE = 1024
+
+#: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
+HOST_BATCH = 1 << 18
 
 #: Candidates within this relative distance of a maximum tie (README, "Critical path").
 TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
@@ -47,16 +74,25 @@ class SimResult:
       comm_time: time the critical path spends outside compute (messages, link queues,
         synchronisations), s, ``batch``.
       compute_time: total compute time of all operations and optimizer updates, s, ``batch``.
+      method: ``scan`` or ``envelope``: what computed it.
     """
 
     t_sim: np.ndarray
     worker_finish: np.ndarray
     comm_time: np.ndarray
     compute_time: np.ndarray
+    method: str = "scan"
 
     def idle_fraction(self, p: int) -> np.ndarray:
         """``idle_sim = 1 - compute_time / (p · t_sim)``."""
         return 1.0 - self.compute_time / (p * self.t_sim)
+
+
+def check_method(method: str) -> str:
+    """``method`` if it is a known engine method, else a ValueError naming the accepted ones."""
+    if method not in METHODS:
+        raise ValueError(f"engine.method: unknown method {method!r}; accepted: {', '.join(METHODS)}")
+    return method
 
 
 def check_mode(mode: str) -> str:
@@ -81,6 +117,9 @@ def simulate(
     t_opt: Any = 0.0,
     dtype: Any = np.float64,
     chunk: int = DEFAULT_CHUNK,
+    method: str = "auto",
+    finish: bool = True,
+    cap: int = _envelope.DEFAULT_CAP,
 ) -> SimResult:
     """Simulate one table at every point of a broadcast grid of costs.
 
@@ -101,12 +140,17 @@ def simulate(
       grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
       t_opt: optimizer update seconds per worker (0: none).
       dtype: float64 (default) or float32.
-      chunk: points per compiled call.
+      chunk: most points per compiled call (the scan uses tiles of at most :data:`SCAN_TILE`).
+      method: ``auto`` (default), ``scan`` or ``envelope`` (module docstring).
+      finish: compute ``worker_finish``; with False it comes back with a trailing axis of length 0
+        (sweeps do not store it, and it is most of the envelope's output).
+      cap: most vectors the envelope keeps at one node before falling back to the scan.
 
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape.
     """
     check_mode(mode)
+    check_method(method)
     dtype = np.dtype(dtype)
     S = table.n_stages
     t_i = np.asarray(t_b, float) / 2 if t_i is None else t_i
@@ -118,24 +162,92 @@ def simulate(
     _check_costs(stage_arrays, point_arrays)
     batch = np.broadcast_shapes(*(a.shape[:-1] for a in stage_arrays.values()), *(a.shape for a in point_arrays.values()))
     n = int(np.prod(batch, dtype=np.int64))
-    flat_stage = {k: np.broadcast_to(a, batch + (S,)).reshape(n, S) for k, a in stage_arrays.items()}
-    flat_point = {k: np.broadcast_to(a, batch).reshape(n) for k, a in point_arrays.items()}
 
-    program = compile_program(table)
-    dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w")], axis=1).T  # (4S, n)
-    with np.errstate(divide="ignore"):
-        wire = np.where(np.isinf(flat_point["beta"]), 0.0, flat_point["msg_bytes"] / flat_point["beta"])
-        sync_dur = _sync_durations(program, flat_stage["grad_bytes"], flat_point["alpha"], flat_point["beta"])
-    t_sim, finish, path_compute = run_program(
-        program, dur, flat_point["alpha"], wire, sync_dur, flat_point["t_opt"], mode, dtype, chunk
-    )
-    counts = np.bincount(program.compute_rows, minlength=4 * S).astype(float)
-    compute_time = counts @ dur + table.p * flat_point["t_opt"]
+    program = program_for(table)
+    if method in ("auto", "envelope"):
+        result = _simulate_envelope(table, program, stage_arrays, point_arrays, batch, mode, dtype, chunk, finish, cap)
+        if result is not None:
+            return result
+    index = np.arange(n)
+    t_sim, fin, comm, compute = _simulate_scan(program, stage_arrays, point_arrays, batch, index, mode, dtype, chunk)
     return SimResult(
         t_sim=t_sim.reshape(batch),
-        worker_finish=finish.T.reshape(batch + (table.p,)),
-        comm_time=(t_sim - path_compute).reshape(batch),
-        compute_time=compute_time.reshape(batch),
+        worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
+        comm_time=comm.reshape(batch),
+        compute_time=compute.reshape(batch),
+        method="scan",
+    )
+
+
+def _simulate_scan(
+    program: Program,
+    stage_arrays: dict[str, np.ndarray],
+    point_arrays: dict[str, np.ndarray],
+    batch: tuple[int, ...],
+    index: np.ndarray,
+    mode: str,
+    dtype: np.dtype,
+    chunk: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
+
+    Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
+    so memory beyond the results stays bounded however large the grid.
+    """
+    S = program.n_stages
+    n = index.shape[0]
+    t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
+    finish = np.empty((program.p, n))
+    counts = np.bincount(program.compute_rows, minlength=4 * S).astype(float)
+    for lo in range(0, n, HOST_BATCH):
+        hi = min(lo + HOST_BATCH, n)
+        where = np.unravel_index(index[lo:hi], batch)
+        flat_stage = {k: np.broadcast_to(a, batch + (S,))[where] for k, a in stage_arrays.items()}
+        flat_point = {k: np.broadcast_to(a, batch)[where] for k, a in point_arrays.items()}
+        dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w")], axis=1).T  # (4S, n)
+        with np.errstate(divide="ignore"):
+            wire = np.where(np.isinf(flat_point["beta"]), 0.0, flat_point["msg_bytes"] / flat_point["beta"])
+            sync_dur = _sync_durations(program, flat_stage["grad_bytes"], flat_point["alpha"], flat_point["beta"])
+        t, f, path_compute = run_program(program, dur, flat_point["alpha"], wire, sync_dur, flat_point["t_opt"], mode, dtype, chunk)
+        t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
+        compute[lo:hi] = counts @ dur + program.p * flat_point["t_opt"]
+    return t_sim, finish, comm, compute
+
+
+def _simulate_envelope(
+    table: ScheduleTable,
+    program: Program,
+    stage_arrays: dict[str, np.ndarray],
+    point_arrays: dict[str, np.ndarray],
+    batch: tuple[int, ...],
+    mode: str,
+    dtype: np.dtype,
+    chunk: int,
+    finish: bool,
+    cap: int,
+) -> SimResult | None:
+    """The envelope method, or None where the table needs more than ``cap`` vectors."""
+    feats = _envelope.features(
+        program, stage_arrays, point_arrays["alpha"], point_arrays["beta"], point_arrays["msg_bytes"],
+        point_arrays["t_opt"], ndim=len(batch),
+    )
+    try:
+        env = _envelope.envelope_for(table, program, mode, feats, cap)
+    except _envelope.EnvelopeTooLarge:
+        return None
+    r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
+    comm = r.comm_time
+    ambiguous = np.flatnonzero(r.ambiguous)
+    if ambiguous.size:  # the README's tie rule decides these: ask the scan
+        _, _, scanned, _ = _simulate_scan(program, stage_arrays, point_arrays, batch, ambiguous, mode, dtype, chunk)
+        comm = comm.copy()
+        comm.flat[ambiguous] = scanned
+    return SimResult(
+        t_sim=r.t_sim,
+        worker_finish=r.finish if finish else np.zeros(batch + (0,)),
+        comm_time=comm,
+        compute_time=r.compute_time,
+        method="envelope",
     )
 
 
@@ -203,24 +315,68 @@ def run_program(
       t_opt: ``(n,)`` optimizer update time, s.
       mode: communication mode.
       dtype: float dtype of the computation.
-      chunk: points per compiled call.
+      chunk: most points per compiled call (tiles of at most :data:`SCAN_TILE` per device).
 
     Returns:
       ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64.
     """
     n = alpha.shape[0]
-    xs = _padded_lanes(program)
-    static = _StaticProgram.of(program)
-    size = min(chunk, _bucket(n, 256))
-    outs = []
-    for lo in range(0, n, size):
+    static, xs = _lanes_for(program)
+    devices = jax.devices()
+    tile = min(chunk, SCAN_TILE, _bucket(n, 256))
+    size = tile * len(devices)
+    placed = _placement(len(devices))
+
+    def one(lo: int):
         hi = min(lo + size, n)
         args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in (dur, alpha, wire, sync_dur, t_opt)]
-        outs.append((hi - lo, _scan_chunk(static, mode, *xs, *args)))
-    t_sim = np.concatenate([np.asarray(o[0])[:k] for k, o in outs]).astype(np.float64)
-    finish = np.concatenate([np.asarray(o[1])[:, :k] for k, o in outs], axis=1).astype(np.float64)
-    path = np.concatenate([np.asarray(o[2])[:k] for k, o in outs]).astype(np.float64)
+        if placed is not None:
+            args = [jax.device_put(a, placed(a.ndim)) for a in args]
+        out = _scan_chunk(static, mode, *xs, *args)
+        return hi - lo, [np.asarray(o) for o in out]
+
+    starts = range(0, n, size)
+    workers = _scan_workers() if placed is None else 1
+    if workers > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outs = list(pool.map(one, starts))
+    else:
+        outs = [one(lo) for lo in starts]
+    t_sim = np.concatenate([o[0][:k] for k, o in outs]).astype(np.float64)
+    finish = np.concatenate([o[1][:, :k] for k, o in outs], axis=1).astype(np.float64)
+    path = np.concatenate([o[2][:k] for k, o in outs]).astype(np.float64)
     return t_sim, finish, path
+
+
+def _scan_workers() -> int:
+    """Threads that run scan tiles side by side on one device (every core: XLA's CPU kernels of a
+    tile this small use one core each)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def _placement(n_devices: int):
+    """None on one device; else ``ndim -> NamedSharding`` splitting the last (point) axis across devices."""
+    if n_devices == 1:
+        return None
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()), ("points",))
+    return lambda ndim: NamedSharding(mesh, PartitionSpec(*([None] * (ndim - 1) + ["points"])))
+
+
+_LANES: "weakref.WeakKeyDictionary[Program, tuple]" = weakref.WeakKeyDictionary()
+_LANES_LOCK = threading.Lock()
+
+
+def _lanes_for(program: Program) -> tuple["_StaticProgram", tuple]:
+    """The static part and padded lane arrays of ``program``, on the device, once per program."""
+    with _LANES_LOCK:
+        hit = _LANES.get(program)
+    if hit is None:
+        hit = (_StaticProgram.of(program), tuple(jnp.asarray(x) for x in _padded_lanes(program)))
+        with _LANES_LOCK:
+            _LANES[program] = hit
+    return hit
 
 
 def _bucket(n: int, step: int) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule, check_positive_int, resolve_options
 from ppsweep.costs import ModelConfig, SystemConfig, memory_figures, stage_costs
-from ppsweep.engine import check_mode, simulate
+from ppsweep.engine import check_method, check_mode, simulate
 from ppsweep.ranking import rank_lower_better
 from ppsweep.schedules import get_schedule
 
@@ -57,6 +57,7 @@ class SweepSpec:
       f_slots, b_slots: slots of F and B in the idealized tables.
       dtype: engine float dtype.
       chunk: engine points per compiled call.
+      method: engine method, ``auto``, ``scan`` or ``envelope`` (:func:`ppsweep.engine.simulate`).
     """
 
     name: str
@@ -75,6 +76,7 @@ class SweepSpec:
     b_slots: int = 2
     dtype: str = "float64"
     chunk: int = 16384
+    method: str = "auto"
 
     # ---- grid ----------------------------------------------------------------------------
     @property
@@ -169,6 +171,7 @@ class SweepSpec:
             b_slots=check_positive_int("slots.b", slots.get("b", 2), 1),
             dtype=dtype,
             chunk=check_positive_int("engine.chunk", engine.get("chunk", 16384), 1),
+            method=check_method(engine.get("method", "auto")),
         )
         for dim in ("schedule", "p", "m", "comm", "compute", "bandwidth", "latency"):
             values = spec.coords().get(dim)
@@ -279,6 +282,7 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, np.ndarray]:
             table, t_f, t_b, alpha, beta, costs.msg_bytes, mode,
             t_i=t_i, t_w=t_w, grad_bytes=costs.grad_bytes.reshape(1, 1, 1, S),
             t_opt=spec.system.optimizer_time, dtype=spec.dtype, chunk=spec.chunk,
+            method=spec.method, finish=False,
         )
         t_sim = result.t_sim
         per_mode.append(

@@ -122,3 +122,29 @@ def test_float32_close_to_float64():
     r64 = simulate(*args)
     r32 = simulate(*args, dtype=np.float32)
     np.testing.assert_allclose(r32.t_sim, r64.t_sim, rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["scan", "envelope"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", supported_cases([(4, 8)], {"chimera": [{}], "hanayo": [{"waves": 2}]}), ids=case_id)
+def test_each_method_matches_reference(case, mode, method):
+    # The default method ("auto") picks per table; pin each method against the reference, on
+    # points of the cost model's shape (one per-stage profile, backward twice forward).
+    name, p, m, options = case
+    table = build_schedule(name, p, m, **options)
+    rng = np.random.default_rng(zlib.crc32(f"method-{case_id(case)}-{mode}".encode()))
+    n = 4
+    profile = rng.uniform(0.5, 1.5, table.n_stages)
+    scale = rng.uniform(0.5, 2.0, (n, 1))
+    c = random_costs(rng, table.n_stages, n)
+    c["grad_bytes"] = 10.0 * profile
+    got = simulate(table, scale * profile, 2 * scale * profile, c["alpha"], c["beta"], c["msg_bytes"], mode,
+                   grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], method=method)
+    assert got.method == method
+    for i in range(n):
+        want = reference_simulate(table, scale[i] * profile, 2 * scale[i] * profile, c["alpha"][i], c["beta"][i],
+                                  c["msg_bytes"][i], mode, grad_bytes=c["grad_bytes"], t_opt=c["t_opt"][i])
+        assert got.t_sim[i] == pytest.approx(want.t_sim, rel=1e-9)
+        np.testing.assert_allclose(got.worker_finish[i], want.worker_finish, rtol=1e-9)
+        assert got.comm_time[i] == pytest.approx(want.comm_time, rel=1e-9, abs=1e-9 * want.t_sim)
+        assert got.compute_time[i] == pytest.approx(want.compute_time + table.p * c["t_opt"][i], rel=1e-9)

@@ -1,0 +1,365 @@
+#!/usr/bin/env python
+"""Benchmark the engine (scan and envelope) against the reference simulator on the same points.
+
+    python scripts/bench.py              # the table (under two minutes on 2 cores)
+    python scripts/bench.py --large      # + a >= 10 million point sweep into a zarr store, end to end
+    python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
+
+Points come from the cost model (conf/model/megatron_128l.yaml, conf/system/baseline.yaml) at
+p=8, m=32 over a bandwidth × latency grid. For every schedule and comm mode the table gives:
+
+- points per second: the median of several repetitions after a first call (which compiles);
+  the scan on 65,536 points, the envelope on 1,000,000 (``finish=False``, as sweeps call it),
+  the reference simulator on a few points (it runs one point at a time);
+- compile: the first call's extra time over a warm call (the scan's compiled kernel is shared
+  by every table of the same padded shape, so later rows may find it compiled); for the envelope
+  that is the max-plus programme that enumerates its vectors plus compiling the evaluation;
+- peak RSS: the process's peak resident memory while the row ran (Linux ``VmHWM``, reset
+  before each row through ``/proc/self/clear_refs``), which includes XLA's buffers (tracemalloc
+  would not see them) and the process's baseline;
+- float32 beside float64, with float32's largest relative error in ``t_sim``.
+
+JAX's persistent compilation cache is not used, so compile times are cold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ppsweep import build_schedule  # noqa: E402
+from ppsweep import envelope as envelope_mod  # noqa: E402
+from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
+from ppsweep.engine import MODES, simulate  # noqa: E402
+from ppsweep.program import program_for  # noqa: E402
+from ppsweep.reference import reference_simulate  # noqa: E402
+
+SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo")
+
+
+# ---------------------------------------------------------------------------------------------
+# machine and memory
+
+
+def machine() -> str:
+    import jax
+
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"nproc={cores}, CPU: {model}, JAX {jax.__version__} on {len(jax.devices())} {jax.devices()[0].platform} "
+        f"device(s), Python {sys.version.split()[0]}, load average {load:.2f} at start"
+    )
+
+
+def reset_peak() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_mib() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# points
+
+
+def configs() -> tuple[ModelConfig, SystemConfig]:
+    def load(path: str) -> dict:
+        return {k: v for k, v in yaml.safe_load((ROOT / path).read_text()).items() if not str(k).startswith("_")}
+
+    return (
+        ModelConfig.from_mapping(load("conf/model/megatron_128l.yaml")),
+        SystemConfig.from_mapping(load("conf/system/baseline.yaml")),
+    )
+
+
+def grid_args(table, model, system, n_bandwidth: int, n_latency: int) -> tuple[tuple, dict]:
+    """``simulate`` arguments for a bandwidth × latency grid of the cost model at this table."""
+    c = stage_costs(model, system, table)
+    beta = np.logspace(9, 12, n_bandwidth)[:, None]
+    alpha = np.logspace(-7, -4, n_latency)[None, :]
+    kwargs = dict(t_i=c.t_i[0], t_w=c.t_w[0], grad_bytes=c.grad_bytes, t_opt=system.optimizer_time)
+    return (table, c.t_f[0], c.t_b[0], alpha, beta, c.msg_bytes), kwargs
+
+
+def timed(fn, reps: int) -> tuple[float, float, object]:
+    """(first call's seconds, median of ``reps`` warm calls, last result)."""
+    t0 = time.perf_counter()
+    out = fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return first, statistics.median(times), out
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+def bench_row(name: str, mode: str, model, system, args) -> dict:
+    table = build_schedule(name, 8, 32)
+    reset_peak()
+    row: dict = {"schedule": name, "mode": mode}
+
+    # scan
+    sargs, kw = grid_args(table, model, system, 256, 256)
+    small, _ = grid_args(table, model, system, 32, 32)
+    n_scan = 256 * 256
+    for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
+        first, warm_small, _ = timed(lambda: simulate(*small, mode, method="scan", dtype=dtype, **kw), 1)
+        _, warm, out = timed(lambda: simulate(*sargs, mode, method="scan", dtype=dtype, **kw), args.reps)
+        row[f"scan_{tag}"] = n_scan / warm
+        row[f"scan_{tag}_compile"] = max(0.0, first - warm_small)
+        row[f"scan_{tag}_out"] = out.t_sim
+    row["scan_f32_err"] = float(np.max(np.abs(row["scan_f32_out"] - row["scan_f64_out"]) / row["scan_f64_out"]))
+
+    # envelope
+    eargs, kw = grid_args(table, model, system, 1000, 1000)
+    n_env = 1000 * 1000
+    program = program_for(table)
+    feats = envelope_mod.features(
+        program, {"t_f": np.asarray(eargs[1]), "t_b": np.asarray(eargs[2]), "t_i": np.asarray(kw["t_i"]),
+                  "t_w": np.asarray(kw["t_w"]), "grad_bytes": np.asarray(kw["grad_bytes"])},
+        np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2,
+    )
+    t0 = time.perf_counter()
+    try:
+        env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm)
+        row["vectors"] = env.n_vectors
+    except envelope_mod.EnvelopeTooLarge:
+        row["vectors"] = None
+    dp = time.perf_counter() - t0
+    env_out = {}
+    for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
+        first, warm, out = timed(lambda: simulate(*eargs, mode, method="auto", dtype=dtype, finish=False, **kw), args.reps + 2)
+        row[f"env_{tag}"] = n_env / warm
+        row[f"env_{tag}_compile"] = max(0.0, first - warm)  # the first call runs the programme (cached after)
+        row["env_method"] = out.method
+        env_out[tag] = out
+    row["env_f32_err"] = float(np.max(np.abs(env_out["f32"].t_sim - env_out["f64"].t_sim) / env_out["f64"].t_sim))
+    # the envelope against the scan on the scan's points (float64)
+    check = simulate(*sargs, mode, method="envelope", **kw)
+    row["env_vs_scan"] = float(np.max(np.abs(check.t_sim - row["scan_f64_out"]) / row["scan_f64_out"]))
+
+    # reference, a few points of the same grid
+    c = stage_costs(model, system, table)
+    times = []
+    for bw, lat in ((1e9, 1e-7), (5e10, 5e-7), (1e12, 1e-4))[: args.ref_points]:
+        t0 = time.perf_counter()
+        reference_simulate(table, c.t_f[0], c.t_b[0], lat, bw, c.msg_bytes, mode, t_i=c.t_i[0], t_w=c.t_w[0],
+                           grad_bytes=c.grad_bytes, t_opt=system.optimizer_time)
+        times.append(time.perf_counter() - t0)
+    row["ref"] = 1.0 / statistics.median(times)
+    row["peak_mib"] = peak_mib()
+    for key in [k for k in row if k.endswith("_out")]:
+        del row[key]
+    return row
+
+
+def fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.0f}k"
+    return f"{x:.0f}"
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (
+        f"{'schedule':8s} {'mode':10s} {'K':>4s} | {'scan f64':>8s} {'cmp s':>5s} {'scan f32':>8s} {'f32 err':>7s} | "
+        f"{'env f64':>7s} {'cmp s':>5s} {'env f32':>7s} {'f32 err':>7s} {'vs scan':>7s} | {'ref':>5s} | "
+        f"{'scan/ref':>8s} {'env/ref':>8s} | {'peak':>6s}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        k = "scan" if r["vectors"] is None else str(r["vectors"])
+        print(
+            f"{r['schedule']:8s} {r['mode']:10s} {k:>4s} | {fmt_rate(r['scan_f64']):>8s} {r['scan_f64_compile']:5.2f} "
+            f"{fmt_rate(r['scan_f32']):>8s} {r['scan_f32_err']:7.1e} | {fmt_rate(r['env_f64']):>7s} "
+            f"{r['env_f64_compile']:5.2f} {fmt_rate(r['env_f32']):>7s} {r['env_f32_err']:7.1e} {r['env_vs_scan']:7.1e} | "
+            f"{r['ref']:5.0f} | {r['scan_f64'] / r['ref']:8.0f} {r['env_f64'] / r['ref']:8.0f} | {r['peak_mib']:5.0f}M"
+        )
+
+
+def mixed(rows: list[dict], mode: str, key: str) -> float:
+    """Points/s of the four schedules mixed (equal points each): total points / total time."""
+    sel = [r for r in rows if r["mode"] == mode]
+    return len(sel) / sum(1.0 / r[key] for r in sel)
+
+
+def print_summary(rows: list[dict]) -> None:
+    print()
+    print("Mixed schedules (equal points of gpipe, 1f1b, chimera, hanayo; p=8, m=32), points/s:")
+    for mode in MODES:
+        scan, scan32 = mixed(rows, mode, "scan_f64"), mixed(rows, mode, "scan_f32")
+        env, env32 = mixed(rows, mode, "env_f64"), mixed(rows, mode, "env_f32")
+        ref = mixed(rows, mode, "ref")
+        print(
+            f"  {mode:10s} scan {fmt_rate(scan):>6s} (f32 {fmt_rate(scan32):>6s}, {scan / ref:,.0f}x reference)   "
+            f"envelope {fmt_rate(env):>6s} (f32 {fmt_rate(env32):>6s}, {env / ref:,.0f}x reference)   reference {ref:.0f}"
+        )
+    for key, label in (("scan_f64", "scan"), ("env_f64", "envelope")):
+        o, c = mixed(rows, "overlap", key), mixed(rows, "contention", key)
+        print(f"  contention / overlap ({label}, f64): {c / o:.2f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# --large: the full path into zarr
+
+
+def bench_large(n_bandwidth: int, n_latency: int) -> None:
+    from ppsweep.runner import run_sweep
+    from ppsweep.sweep import SweepSpec
+
+    model, system = configs()
+    cfg = {
+        "name": "bench_large",
+        "schedules": list(SCHEDULES),
+        "p": [8],
+        "m": [32, 64],
+        "bandwidth": np.logspace(9, 12, n_bandwidth).tolist(),
+        "latency": np.logspace(-7, -4, n_latency).tolist(),
+        "comm": {"mode": "overlap"},
+        "engine": {"dtype": "float64", "method": "auto"},
+        "model": {k: v for k, v in vars(model).items()},
+        "system": {k: v for k, v in vars(system).items()},
+    }
+    spec = SweepSpec.from_config(cfg)
+    print()
+    print(f"--large: {spec.n_points:,} points ({' × '.join(f'{d}={n}' for d, n in zip(spec.point_dims, spec.shape(spec.point_dims)))}), "
+          f"SweepSpec + run_sweep into a zarr store in a temporary directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        reset_peak()
+        t0 = time.perf_counter()
+        report = run_sweep(spec, Path(tmp) / "bench_large.zarr", yaml.safe_dump({"name": "bench_large"}), progress=False)
+        wall = time.perf_counter() - t0
+        size = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        print(
+            f"  end to end: {report.points_run:,} points in {report.seconds:.1f} s = {report.points_per_second:,.0f} points/s "
+            f"(run_sweep's own figure; {wall:.1f} s with opening and closing the store), store {size / 2**20:.0f} MiB, "
+            f"peak RSS {peak_mib():.0f} MiB, complete={report.complete}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# --scaling
+
+
+def bench_scaling(names: list[str]) -> None:
+    model, system = configs()
+    print()
+    print("--scaling: overlap, float64; scan on 4,096 points, envelope on 1,000,000 (K = vectors, 'scan' = more than")
+    print("the cap, falls back); DP s = the max-plus programme alone; envelope compile s = programme + first evaluation")
+    head = f"{'schedule':8s} {'p':>3s} {'m':>5s} {'ops':>7s} | {'scan pts/s':>10s} {'compile s':>9s} | {'K':>4s} {'DP s':>6s} {'env pts/s':>11s} {'compile s':>9s}"
+    print(head)
+    print("-" * len(head))
+    for name in names:
+        for p in (8, 16, 32, 64):
+            for m in (32, 128, 512, 1024):
+                if m < p or (name == "hanayo" and m % p):
+                    continue
+                try:
+                    table = build_schedule(name, p, m)
+                except ValueError:
+                    continue
+                program = program_for(table)
+                sargs, kw = grid_args(table, model, system, 64, 64)
+                small, _ = grid_args(table, model, system, 8, 8)
+                first, warm_small, _ = timed(lambda: simulate(*small, "overlap", method="scan", **kw), 1)
+                _, warm, _ = timed(lambda: simulate(*sargs, "overlap", method="scan", **kw), 2)
+                eargs, kw = grid_args(table, model, system, 1000, 1000)
+                feats = envelope_mod.features(
+                    program, {"t_f": np.asarray(eargs[1]), "t_b": np.asarray(eargs[2]), "t_i": np.asarray(kw["t_i"]),
+                              "t_w": np.asarray(kw["t_w"]), "grad_bytes": np.asarray(kw["grad_bytes"])},
+                    np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2,
+                )
+                t0 = time.perf_counter()
+                try:
+                    k = str(envelope_mod.build_envelope(program, "overlap", feats.weights, feats.comm).n_vectors)
+                except envelope_mod.EnvelopeTooLarge:
+                    k = "scan"
+                dp = time.perf_counter() - t0
+                if k == "scan":  # the envelope falls back to the scan: nothing more to time
+                    env_rate, env_compile = "-", "-"
+                else:
+                    efirst, ewarm, out = timed(lambda: simulate(*eargs, "overlap", method="envelope", finish=False, **kw), 2)
+                    env_rate, env_compile = f"{1e6 / ewarm:,.0f}", f"{max(0.0, efirst - ewarm):.2f}"
+                print(
+                    f"{name:8s} {p:3d} {m:5d} {program.n_ops:7d} | {64 * 64 / warm:10,.0f} {max(0.0, first - warm_small):9.2f} | "
+                    f"{k:>4s} {dp:6.2f} {env_rate:>11s} {env_compile:>9s}",
+                    flush=True,
+                )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--large", action="store_true", help="also run a >= 10 million point sweep into zarr")
+    parser.add_argument("--large-points", type=int, default=10_000_000, help="points of --large (default 10 million)")
+    parser.add_argument("--scaling", action="store_true", help="also scale p and m (takes minutes)")
+    parser.add_argument("--scaling-schedules", default="1f1b,hanayo", help="schedules of --scaling")
+    parser.add_argument("--reps", type=int, default=3, help="warm repetitions per figure (median)")
+    parser.add_argument("--ref-points", type=int, default=3, help="points the reference simulator runs per row")
+    parser.add_argument("--skip-table", action="store_true", help="skip the per-schedule table")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    print(f"machine: {machine()}")
+    print(f"command: python scripts/bench.py {' '.join(sys.argv[1:])}".rstrip())
+    print()
+    if not args.skip_table:
+        model, system = configs()
+        print("p=8, m=32, cost model megatron_128l on the baseline system; points/s (k = 1e3, M = 1e6).")
+        print("K: envelope vectors of the table ('scan': more than the cap, the envelope falls back to the scan);")
+        print("cmp s: compile seconds; err: float32's largest relative error in t_sim; vs scan: envelope vs scan (f64);")
+        print("peak: peak RSS while the row ran (VmHWM).")
+        print()
+        rows = [bench_row(name, mode, model, system, args) for name in SCHEDULES for mode in MODES]
+        print_table(rows)
+        print_summary(rows)
+    if args.large:
+        n_latency = 1000
+        n_bandwidth = -(-args.large_points // (len(SCHEDULES) * 2 * n_latency))
+        bench_large(n_bandwidth, n_latency)
+    if args.scaling:
+        bench_scaling(args.scaling_schedules.split(","))
+    print()
+    print(f"bench: {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
