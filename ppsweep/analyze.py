@@ -32,11 +32,11 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 import xarray as xr
 
+from ppsweep.commandline import OneLineParser, UsageError, run_command
 from ppsweep.analysis import (
     AnalysisError,
     crossovers,
@@ -50,17 +50,8 @@ from ppsweep.analysis import (
 from ppsweep.store import IncompleteStoreWarning, describe
 
 
-class UsageError(Exception):
-    """Bad command-line input; the message is the one line shown after ``error:``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m ppsweep.analyze",
         allow_abbrev=False,
         description="Rankings, ranking stability, crossovers and figures of a ppsweep results store.",
@@ -245,16 +236,7 @@ def run(argv: list[str] | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (0, or 2 after one ``error:`` line on stderr)."""
-    try:
-        text = run(argv)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (UsageError, AnalysisError) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
+    return run_command(lambda: run(argv), (AnalysisError,))
 
 
 if __name__ == "__main__":

@@ -21,25 +21,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
+from ppsweep.commandline import OneLineParser, UsageError, run_command
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule, peak_activations_formula
 from ppsweep.interchange import read_csv, write_csv
 from ppsweep.schedules import SCHEDULES
 from ppsweep.table import ScheduleTable, format_table
 
 
-class UsageError(Exception):
-    """Bad command-line input; the message is the one line shown after ``error:``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m ppsweep.show",
         allow_abbrev=False,
         description="Build a pipeline schedule table and print it (see ppsweep.show's docstring).",
@@ -145,17 +137,7 @@ def _run(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (0, or 2 after one ``error:`` line on stderr)."""
-    try:
-        args = _parser().parse_intermixed_args(argv)
-        text = _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (UsageError, UnsupportedPointError, ValueError, TypeError) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
+    return run_command(lambda: _run(_parser().parse_intermixed_args(argv)), (UnsupportedPointError, ValueError, TypeError))
 
 
 if __name__ == "__main__":

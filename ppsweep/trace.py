@@ -36,8 +36,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, Mapping, Sequence
 
+from ppsweep.commandline import OneLineParser, UsageError, run_command
 from ppsweep.ops import KIND_LETTER
 from ppsweep.reference import ReferenceResult, StepRecord, reference_simulate
 from ppsweep.table import ScheduleTable
@@ -205,17 +206,8 @@ def write_chrome_trace(record: StepRecord, path: str | os.PathLike, metadata: Ma
 # command line
 
 
-class UsageError(Exception):
-    """Bad command-line input; the message is the one line shown after ``error:``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m ppsweep.trace",
         allow_abbrev=False,
         description="Simulate one step of a schedule and draw it (see ppsweep.trace's docstring).",
@@ -274,10 +266,7 @@ def _run(args: argparse.Namespace) -> str:
 
     if not (args.gantt or args.table_gantt or args.trace):
         raise UsageError("nothing to write: give --gantt PNG, --table-gantt PNG and/or --trace JSON")
-    try:
-        values = parse_assignments(args.assignments)
-    except Exception as error:  # the show command's UsageError
-        raise UsageError(str(error)) from None
+    values = parse_assignments(args.assignments)  # raises UsageError on bad input
     for key in ("p", "m"):
         if key not in values:
             raise UsageError(f"{key}: required, give {key}=N (p >= 2, m >= 1), e.g. p=4 m=8")
@@ -342,17 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (0, or 2 after one ``error:`` line on stderr)."""
     from ppsweep.build import UnsupportedPointError
 
-    try:
-        args = _parser().parse_intermixed_args(argv)
-        text = _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (UsageError, UnsupportedPointError, ValueError, TypeError) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
+    return run_command(lambda: _run(_parser().parse_intermixed_args(argv)), (UnsupportedPointError, ValueError, TypeError))
 
 
 if __name__ == "__main__":
