@@ -113,6 +113,15 @@ def grid_args(table, model, system, n_bandwidth: int, n_latency: int) -> tuple[t
     return (table, c.t_f[0], c.t_b[0], alpha, beta, c.msg_bytes), kwargs
 
 
+def grid_features(program, eargs, kw):
+    """Envelope features of a ``grid_args`` grid (the per-point cost vectors the envelope multiplies)."""
+    per_stage = {name: np.asarray(value) for name, value in
+                   (("t_f", eargs[1]), ("t_b", eargs[2]), ("t_i", kw["t_i"]), ("t_w", kw["t_w"]), ("grad_bytes", kw["grad_bytes"]))}
+    return envelope_mod.features(
+        program, per_stage, np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2
+    )
+
+
 def timed(fn, reps: int) -> tuple[float, float, object]:
     """(first call's seconds, median of ``reps`` warm calls, last result)."""
     t0 = time.perf_counter()
@@ -151,11 +160,7 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
     eargs, kw = grid_args(table, model, system, 1000, 1000)
     n_env = 1000 * 1000
     program = program_for(table)
-    feats = envelope_mod.features(
-        program, {"t_f": np.asarray(eargs[1]), "t_b": np.asarray(eargs[2]), "t_i": np.asarray(kw["t_i"]),
-                  "t_w": np.asarray(kw["t_w"]), "grad_bytes": np.asarray(kw["grad_bytes"])},
-        np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2,
-    )
+    feats = grid_features(program, eargs, kw)
     t0 = time.perf_counter()
     try:
         env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm)
@@ -303,11 +308,7 @@ def bench_scaling(names: list[str]) -> None:
                 first, warm_small, _ = timed(lambda: simulate(*small, "overlap", method="scan", **kw), 1)
                 _, warm, _ = timed(lambda: simulate(*sargs, "overlap", method="scan", **kw), 2)
                 eargs, kw = grid_args(table, model, system, 1000, 1000)
-                feats = envelope_mod.features(
-                    program, {"t_f": np.asarray(eargs[1]), "t_b": np.asarray(eargs[2]), "t_i": np.asarray(kw["t_i"]),
-                              "t_w": np.asarray(kw["t_w"]), "grad_bytes": np.asarray(kw["grad_bytes"])},
-                    np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2,
-                )
+                feats = grid_features(program, eargs, kw)
                 t0 = time.perf_counter()
                 try:
                     k = str(envelope_mod.build_envelope(program, "overlap", feats.weights, feats.comm).n_vectors)
