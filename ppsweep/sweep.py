@@ -266,8 +266,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
 
 def simulate_table(spec: SweepSpec, table) -> dict[str, np.ndarray]:
     """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency`` points."""
-    peak = spec.compute if spec.compute is not None else None
-    costs = stage_costs(spec.model, spec.system, table, peak_flops=peak)
+    costs = stage_costs(spec.model, spec.system, table, peak_flops=spec.compute)
     S = table.n_stages
     # Axes: compute (or 1) × bandwidth × latency × stage.
     t_f = costs.t_f[:, None, None, :]
