@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
-from ppsweep.schedules import chimera, gpipe, hanayo, one_f_one_b
+from ppsweep.schedules import (
+    chimera,
+    gpipe,
+    hanayo,
+    interleaved_1f1b,
+    interleaved_zb,
+    looped_bfs,
+    one_f_one_b,
+    zb_h1,
+    zb_h2,
+    zbv,
+)
 from ppsweep.schedules.base import Schedule, ScheduleOrder
 
 SCHEDULES: dict[str, Schedule] = {
-    s.name: s for s in (gpipe.SCHEDULE, one_f_one_b.SCHEDULE, chimera.SCHEDULE, hanayo.SCHEDULE)
+    s.name: s
+    for s in (
+        gpipe.SCHEDULE,
+        one_f_one_b.SCHEDULE,
+        chimera.SCHEDULE,
+        hanayo.SCHEDULE,
+        interleaved_1f1b.SCHEDULE,
+        looped_bfs.SCHEDULE,
+        interleaved_zb.SCHEDULE,
+        zb_h1.SCHEDULE,
+        zb_h2.SCHEDULE,
+        zbv.SCHEDULE,
+    )
 }
 
 
