@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ppsweep.schedules import (
     chimera,
+    dualpipe,
+    dualpipev,
     gpipe,
     hanayo,
     interleaved_1f1b,
@@ -29,6 +31,8 @@ SCHEDULES: dict[str, Schedule] = {
         zb_h1.SCHEDULE,
         zb_h2.SCHEDULE,
         zbv.SCHEDULE,
+        dualpipe.SCHEDULE,
+        dualpipev.SCHEDULE,
     )
 }
 
