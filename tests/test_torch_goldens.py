@@ -13,7 +13,7 @@ import re
 import pytest
 
 import ppsweep
-from ppsweep.ops import KIND_LETTER
+from ppsweep.interchange import op_to_cell, read_csv
 from ppsweep.schedules import SCHEDULES
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "torch"
@@ -47,12 +47,12 @@ def torch_rows(path: pathlib.Path, name: str, p: int, m: int) -> list[list[str]]
 
 
 def our_rows(table) -> list[list[str]]:
-    return [[f"{op.stage}{KIND_LETTER[op.kind]}{op.micro}" for op in row] for row in table.orders()]
+    return [[op_to_cell(op) for op in row] for row in table.orders()]
 
 
 def test_goldens_cover_every_pytorch_schedule():
     names = {parse(f)[0] for f in FILES}
-    assert {"gpipe", "1f1b", "interleaved_1f1b", "looped_bfs", "interleaved_zb", "zbv"} <= names
+    assert {"gpipe", "1f1b", "interleaved_1f1b", "looped_bfs", "interleaved_zb", "zbv", "dualpipev"} <= names
     assert (GOLDEN / "VERSION").read_text().startswith("torch ")
 
 
@@ -75,3 +75,14 @@ def test_points_pytorch_refuses(line):
         assert reason is None
     else:
         assert reason is not None
+
+
+@pytest.mark.parametrize("filename", ["dualpipev_p2_m4.csv", "dualpipev_p4_m9.csv", "zbv_p3_m5.csv", "interleaved_zb_p4_m8.csv"])
+def test_pytorch_files_import_as_the_generated_tables(filename):
+    # PyTorch's compute-only file, pairs and mixed B / I-W included, reads back as our table.
+    name, options, p, m = parse(filename)
+    imported = read_csv(GOLDEN / filename, name=name)
+    built = ppsweep.build_schedule(name, p, m, **options)
+    assert imported.orders() == built.orders()
+    assert imported.length == built.length and imported.bubble_ratio() == built.bubble_ratio()
+    assert imported.peak_activations() == built.peak_activations()
