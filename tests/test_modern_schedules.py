@@ -14,8 +14,10 @@ VARIANTS = [
     ("interleaved_1f1b", {"v": 1}), ("interleaved_1f1b", {"v": 2}), ("interleaved_1f1b", {"v": 3}),
     ("looped_bfs", {"v": 1}), ("looped_bfs", {"v": 2}), ("looped_bfs", {"v": 3}),
     ("interleaved_zb", {"v": 1}), ("interleaved_zb", {"v": 2}), ("interleaved_zb", {"v": 3}),
-    ("zb_h1", {}), ("zb_h2", {}), ("zbv", {}),
+    ("zb_h1", {}), ("zb_h2", {}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
 ]
+REFUSAL = {"interleaved_1f1b": "multiple of its number of rounds", "interleaved_zb": "multiple of its number of rounds",
+           "dualpipe": "(p must be even|m must be even and at least 2p)", "dualpipev": "m must be at least 2p"}
 GRID = [(p, m) for p in range(2, 6) for m in range(1, 13)] + [(6, 9), (6, 13), (8, 5), (8, 12), (8, 16)]
 
 
@@ -28,6 +30,10 @@ def in_range(name: str, p: int, m: int, options: dict) -> bool:
     """The operating range as each module states it (written here from the docstrings)."""
     if name in ("interleaved_1f1b", "interleaved_zb"):
         return m % max(1, m // p) == 0
+    if name == "dualpipe":
+        return p % 2 == 0 and m % 2 == 0 and m >= 2 * p
+    if name == "dualpipev":
+        return m >= 2 * p
     return True
 
 
@@ -37,21 +43,24 @@ def test_valid_for_every_point_in_range(variant):
     for p, m in GRID:
         if not in_range(name, p, m, options):
             assert why_unsupported(name, p, m, **options) is not None
-            with pytest.raises(UnsupportedPointError, match="multiple of its number of rounds"):
+            with pytest.raises(UnsupportedPointError, match=REFUSAL[name]):
                 ppsweep.build_schedule(name, p, m, **options)
             continue
         table = ppsweep.build_schedule(name, p, m, **options)  # realized and validated
-        v = options.get("v", 2 if name == "zbv" else 1)
-        assert table.n_stages == v * p
-        split = name not in ("interleaved_1f1b", "looped_bfs")
-        assert table.split_backward == split
+        v = options.get("v", 2 if name in ("zbv", "dualpipev") else 1)
+        assert table.n_stages == v * p and table.n_replicas == (2 if name == "dualpipe" else 1)
+        if name.startswith("dualpipe"):  # mixed: pairs carry full backwards, the cool-down splits
+            assert isinstance(table.split_backward, frozenset) and 0 < len(table.split_backward) < m * table.n_stages
+            assert (table.kind == Kind.FB).any() and (table.kind == Kind.B).any() and (table.kind == Kind.I).any()
+        else:
+            assert table.split_backward == (name not in ("interleaved_1f1b", "looped_bfs"))
         busy = (table.kind != Kind.IDLE).sum()
         assert busy == table.n_stages * m * 3  # F 1 slot, B 2 (or I 1 + W 1) per microbatch-stage
 
 
 def exact_from(name: str, p: int) -> int:
     """Smallest m from which the bubble formula equals the table (found on the tables, stated in the README)."""
-    return 3 * p // 2 if name == "zbv" else p
+    return {"zbv": 3 * p // 2, "dualpipe": 2 * p, "dualpipev": 2 * p}.get(name, p)
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] != "zb_h2"], ids=variant_id)
@@ -123,3 +132,20 @@ def test_zb_memory_is_freed_by_w():
 def test_bad_v_is_refused_with_the_field_name(name, bad):
     with pytest.raises(ValueError, match="v: must be an integer >= 1"):
         ppsweep.build_schedule(name, 4, 8, v=bad)
+
+
+def test_dualpipe_formulas_written_out():
+    # DeepSeek: DualPipe idles (p/2-1)(F&B + B - 3W) = p-2 slots here; p+1 activations; 2x parameters.
+    table = ppsweep.build_schedule("dualpipe", 8, 16)
+    assert table.length == 3 * 16 + 6 and table.peak_activations() == 9
+    assert sorted(set(table.placement[0])) == sorted(set(table.placement[1])) == list(range(8))
+    v = ppsweep.build_schedule("dualpipev", 4, 8)
+    assert v.length == 6 * 8 + 6 and v.peak_activations() == 9  # 2(p-1) idle chunk-slots, 2p+1 chunks
+
+
+def test_pair_is_one_cell_of_f_plus_b_slots():
+    table = ppsweep.build_schedule("dualpipev", 2, 4)
+    pairs = [item for item in table.placed_ops() if item.op.kind == Kind.FB]
+    assert pairs and all(item.slots == 3 for item in pairs)
+    first = pairs[0]
+    assert (first.op.micro, first.op.stage, first.op.micro2, first.op.stage2) == (3, 0, 1, 3)  # PyTorch's (0F3;3B1)
