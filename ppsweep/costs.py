@@ -153,6 +153,21 @@ class SystemConfig:
             _require("system.memory_capacity", self.memory_capacity, positive=True)
 
 
+def pair_time(t_f: Any, t_b: Any, overlap: Any = 0.0) -> Any:
+    """Duration of an overlapped pair F&B: ``t_f + t_b - overlap · min(t_f, t_b)``.
+
+    Args:
+      t_f: the forward half's time, s (numbers or arrays; numpy broadcasting).
+      t_b: the full-backward half's time, s.
+      overlap: share of the shorter half hidden under the longer one, in [0, 1] (the README's
+        ``fb_overlap``, default 0: the pair lasts as long as its halves one after the other).
+
+    Returns:
+      The pair's time, s.
+    """
+    return t_f + t_b - overlap * np.minimum(t_f, t_b)
+
+
 def _require(field: str, value: Any, positive: bool) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
     ok = ok and (value > 0 if positive else value >= 0)

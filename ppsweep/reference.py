@@ -31,7 +31,7 @@ Choices made where the README leaves room:
 
 - An operation whose output goes to several consumers on other workers sends their messages
   in increasing destination-worker order (consumers on one destination: in that worker's
-  order). In ``blocking`` they go one after the other: the first leaves when the operation
+  order); an overlapped pair F&B sends the messages of both its halves so, after its end. In ``blocking`` they go one after the other: the first leaves when the operation
   ends, each next one when the previous one arrives, and the worker is busy until the last
   one arrives. In ``overlap`` they all leave when the operation ends; in ``contention`` each
   queues on its own link. (With the dependencies of SPEC section 2 an operation never has more
@@ -61,7 +61,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op, dependencies
+from ppsweep.costs import pair_time
+from ppsweep.ops import Kind, Op, dependencies, frees_activation, halves
 from ppsweep.table import ScheduleTable
 
 #: Accepted values of ``mode``.
@@ -248,6 +249,7 @@ def reference_simulate(
     t_w: float | Sequence[float] | None = None,
     grad_bytes: float | Sequence[float] | None = None,
     t_opt: float = 0.0,
+    fb_overlap: float = 0.0,
     record: bool = False,
 ) -> ReferenceResult:
     """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
@@ -264,6 +266,8 @@ def reference_simulate(
       grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
         (a number or a length-``S`` sequence); default 0.
       t_opt: optimizer update time per worker, s; 0 (default) means no update.
+      fb_overlap: share of the shorter half an overlapped pair F&B saves
+        (:func:`ppsweep.costs.pair_time`); default 0.
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the
         result's ``record``; it changes no other field.
@@ -288,24 +292,31 @@ def reference_simulate(
     grad_s = _per_stage("grad_bytes", 0.0 if grad_bytes is None else grad_bytes, n_stages)
     durations = {Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}
 
+    def duration_of(op: Op) -> float:
+        if op.kind == Kind.FB:  # one cell: both halves, less the overlap credit
+            return pair_time(t_f_s[op.stage], t_b_s[op.stage2], fb_overlap)
+        return durations[op.kind][op.stage]
+
     wire = msg_bytes / beta  # link busy time of one message (0 where beta is inf)
     hockney = alpha + wire  # message time
 
     p = int(table.p)
     orders = table.orders()
-    where: dict[Op, tuple[int, int]] = {}  # op -> (worker, index in that worker's order)
+    where: dict[Op, tuple[int, int]] = {}  # op, and each half of a pair -> (worker, index in its order)
     for w, row in enumerate(orders):
         for k, op in enumerate(row):
-            where[op] = (w, k)
+            for key in {op, *halves(op)}:
+                where[key] = (w, k)
 
-    # consumers on other workers of each op, in increasing (destination worker, index) order
+    # consumers on other workers of each op (a pair's: of each half), in (destination, index) order
     remote_consumers: dict[Op, list[Op]] = {op: [] for op in where}
-    for op, (w, _) in where.items():
-        for dep in dependencies(op, n_stages, table.split_backward):
-            if dep not in where:
-                raise ValueError(f"table: {op} needs {dep}, which the table never runs")
-            if where[dep][0] != w:
-                remote_consumers[dep].append(op)
+    for w, row in enumerate(orders):
+        for op in row:
+            for dep in dependencies(op, n_stages, table.split_backward):
+                if dep not in where:
+                    raise ValueError(f"table: {op} needs {dep}, which the table never runs")
+                if where[dep][0] != w:
+                    remote_consumers[dep].append(op)
     for consumers in remote_consumers.values():
         consumers.sort(key=lambda c: where[c])
 
@@ -332,33 +343,35 @@ def reference_simulate(
                 for dep in deps:
                     candidates.append(end[dep] if where[dep][0] == w else arrival[(dep, op)])
                 start = _latest(candidates, f"start {op}")
-                duration = durations[op.kind][op.stage]
+                duration = duration_of(op)
                 compute_time += duration
                 done = _after(start, duration, f"end {op}", compute=duration)
-                end[op] = done
+                for half in halves(op):
+                    end[half] = done
                 if record:
                     op_events.append(OpEvent(w, op, start.time, done.time))
                 busy_until = done
-                for consumer in remote_consumers[op]:
+                outgoing = [(half, consumer) for half in halves(op) for consumer in remote_consumers[half]]
+                for op_out, consumer in sorted(outgoing, key=lambda item: where[item[1]]):
                     dst = where[consumer][0]
-                    label = f"message {op} -> {consumer} (worker {w} -> {dst})"
+                    label = f"message {op_out} -> {consumer} (worker {w} -> {dst})"
                     if mode == "overlap":
                         sent = done
-                        arrival[(op, consumer)] = _after(done, hockney, label)
+                        arrival[(op_out, consumer)] = _after(done, hockney, label)
                     elif mode == "blocking":
                         # one after the other; the worker is busy until the last one arrives
                         sent = busy_until
                         busy_until = _after(busy_until, hockney, label)
-                        arrival[(op, consumer)] = busy_until
+                        arrival[(op_out, consumer)] = busy_until
                     else:  # contention: the data first, then the link
                         link = (w, dst)
                         leave = _latest([done, link_free.get(link, _ZERO)], "leaves: " + label)
                         link_free[link] = _after(leave, wire, f"link {link} free after {label}")
                         sent = leave
-                        arrival[(op, consumer)] = _after(leave, hockney, label)
+                        arrival[(op_out, consumer)] = _after(leave, hockney, label)
                     if record:
                         message_events.append(
-                            MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival[(op, consumer)].time)
+                            MessageEvent(w, dst, op_out, consumer, done.time, sent.time, arrival[(op_out, consumer)].time)
                         )
                 worker_free[w] = busy_until
                 cursor[w] += 1
@@ -373,7 +386,10 @@ def reference_simulate(
     finish = list(worker_free)
 
     # gradient synchronisation of replicated stages
-    last_grad = Kind.W if table.split_backward else Kind.B
+
+    def backward_stages(op: Op) -> set[int]:  # stages whose backward (B, or W where split) ``op`` ends
+        return {half.stage for half in halves(op) if frees_activation(half)}
+
     sync_end: dict[int, _Event] = {}
     sync_events: list[SyncEvent] = []
     holders_of: dict[int, list[int]] = {}
@@ -381,8 +397,8 @@ def reference_simulate(
     # syncs take their ring links in the order the idealized table makes them ready
     last_slot = {s: 0 for s in range(n_stages)}
     for item in table.placed_ops():
-        if item.op.kind == last_grad:
-            last_slot[item.op.stage] = max(last_slot[item.op.stage], item.end)
+        for s_done in backward_stages(item.op):
+            last_slot[s_done] = max(last_slot[s_done], item.end)
     for s in sorted(range(n_stages), key=lambda s: (last_slot[s], s)):
         holders = sorted({int(w) for w in placement[:, s]})
         holders_of[s] = holders
@@ -391,7 +407,7 @@ def reference_simulate(
             continue
         candidates = []
         for w in holders:
-            mine = [op for op in orders[w] if op.kind == last_grad and op.stage == s]
+            mine = [op for op in orders[w] if s in backward_stages(op)]
             candidates.append(end[mine[-1]] if mine else _ZERO)
         ring = [(holders[k], holders[(k + 1) % n]) for k in range(n)]
         if mode == "contention":
