@@ -137,10 +137,7 @@ def read_csv(
       CsvTableError: one line naming the row, column and cell (or the missing operation)
         and what is accepted; also for deadlocking orders and tables that fail validation.
     """
-    rows = _read_rows(path_or_file)
-    orders, where = _parse_rows(rows)
-    order = _infer_order(name, orders, where)
-    _check_runs(order, where)
+    order = read_csv_order(path_or_file, name=name)
     try:
         table = realize(order, f_slots, b_slots)
         validate_table(table)
@@ -149,6 +146,45 @@ def read_csv(
     except ValueError as exc:  # bad f_slots / b_slots
         raise CsvTableError(_one_line(str(exc))) from exc
     return table
+
+
+def read_csv_order(path_or_file: PathOrFile, *, name: str = "csv") -> ScheduleOrder:
+    """The per-worker order of a PyTorch pipeline CSV, with its inferred layout (see :func:`read_csv`).
+
+    Raises:
+      CsvTableError: as :func:`read_csv`, except that the order is not yet realized or validated.
+    """
+    orders, where = _parse_rows(_read_rows(path_or_file))
+    order = _infer_order(name, orders, where)
+    _check_runs(order, where)
+    return order
+
+
+def infer_order(orders: list[list[Op]], *, name: str = "custom") -> ScheduleOrder:
+    """A :class:`ScheduleOrder` from per-worker operation lists, the layout inferred as for a CSV file.
+
+    Args:
+      orders: ``orders[w]`` is worker ``w``'s operations in order (pairs allowed).
+      name: the schedule's name.
+
+    Returns:
+      The order (placement, replicas and split backward inferred; stages of equal size).
+
+    Raises:
+      CsvTableError: naming the first problem; "row r, column c" is worker ``r``, position ``c``.
+    """
+    where: dict[Op, tuple[int, int]] = {}
+    for r, row in enumerate(orders):
+        for c, op in enumerate(row):
+            for half in halves(op):
+                if half in where:
+                    raise CsvTableError(f"row {r}, column {c}: {half} appears a second time (first at {where[half]})")
+                where[half] = (r, c)
+    if not where:
+        raise CsvTableError("the schedule has no operations")
+    order = _infer_order(name, [list(row) for row in orders], where)
+    _check_runs(order, where)
+    return order
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -320,4 +356,4 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-__all__ = ["CsvTableError", "cell_to_op", "op_to_cell", "read_csv", "table_rows", "write_csv"]
+__all__ = ["CsvTableError", "cell_to_op", "infer_order", "op_to_cell", "read_csv", "read_csv_order", "table_rows", "write_csv"]

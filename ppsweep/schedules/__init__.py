@@ -17,6 +17,8 @@ from ppsweep.schedules import (
     zbv,
 )
 from ppsweep.schedules.base import Schedule, ScheduleOrder
+from ppsweep.schedules.user import find_user_schedule
+from ppsweep.schedules.variants import split_label
 
 SCHEDULES: dict[str, Schedule] = {
     s.name: s
@@ -38,17 +40,25 @@ SCHEDULES: dict[str, Schedule] = {
 
 
 def get_schedule(name: str) -> Schedule:
-    """The registered schedule called ``name``.
+    """The schedule a name or variant label (``name@option=value``) refers to.
+
+    Built-in schedules first, then the user's (:mod:`ppsweep.schedules.user`: a ``.csv`` file, a
+    ``module:function``, an entry point of the group ``ppsweep.schedules``). The variant's options
+    are not applied here (:func:`ppsweep.build.resolve_options` does).
 
     Raises:
       ValueError: naming the accepted schedules when ``name`` is unknown.
     """
-    try:
-        return SCHEDULES[name]
-    except KeyError:
-        raise ValueError(
-            f"schedule: unknown name {name!r}; accepted: {', '.join(sorted(SCHEDULES))}"
-        ) from None
+    base, _ = split_label(name)
+    if base in SCHEDULES:
+        return SCHEDULES[base]
+    user = find_user_schedule(base)
+    if user is not None:
+        return user
+    raise ValueError(
+        f"schedule: unknown name {base!r}; accepted: {', '.join(sorted(SCHEDULES))}, "
+        "a PyTorch CSV file (*.csv), module:function, or an entry point of the group ppsweep.schedules"
+    )
 
 
 __all__ = ["SCHEDULES", "Schedule", "ScheduleOrder", "get_schedule"]
