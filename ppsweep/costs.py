@@ -154,18 +154,19 @@ class SystemConfig:
 
 
 def pair_time(t_f: Any, t_b: Any, overlap: Any = 0.0) -> Any:
-    """Duration of an overlapped pair F&B: ``t_f + t_b - overlap · min(t_f, t_b)``.
+    """Duration of an overlapped pair F&B: ``(1 - overlap)·t_f + t_b``.
 
     Args:
       t_f: the forward half's time, s (numbers or arrays; numpy broadcasting).
       t_b: the full-backward half's time, s.
-      overlap: share of the shorter half hidden under the longer one, in [0, 1] (the README's
-        ``fb_overlap``, default 0: the pair lasts as long as its halves one after the other).
+      overlap: share of the forward half hidden under the backward half, in [0, 1] (the README's
+        ``fb_overlap``; the forward is the shorter half, a third of the pair with B = 2F). Default
+        0: the pair lasts as long as its halves one after the other.
 
     Returns:
       The pair's time, s.
     """
-    return t_f + t_b - overlap * np.minimum(t_f, t_b)
+    return (1.0 - overlap) * t_f + t_b
 
 
 def _require(field: str, value: Any, positive: bool) -> None:

@@ -41,7 +41,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ppsweep import envelope as _envelope  # noqa: E402
-from ppsweep.program import Program, program_for  # noqa: E402
+from ppsweep.costs import pair_time  # noqa: E402
+from ppsweep.program import Program, n_duration_rows, program_for  # noqa: E402
 from ppsweep.table import ScheduleTable  # noqa: E402
 
 MODES = ("overlap", "blocking", "contention")
@@ -115,6 +116,7 @@ def simulate(
     t_w: Any = None,
     grad_bytes: Any = 0.0,
     t_opt: Any = 0.0,
+    fb_overlap: Any = 0.0,
     dtype: Any = np.float64,
     chunk: int = DEFAULT_CHUNK,
     method: str = "auto",
@@ -139,6 +141,8 @@ def simulate(
       t_i, t_w: input- and weight-gradient seconds where the backward is split (default ``t_b/2``).
       grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
       t_opt: optimizer update seconds per worker (0: none).
+      fb_overlap: per point, share in [0, 1] of an overlapped pair's forward half hidden under its
+        backward half: the pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
       dtype: float64 (default) or float32.
       chunk: most points per compiled call (the scan uses tiles of at most :data:`SCAN_TILE`).
       method: ``auto`` (default), ``scan`` or ``envelope`` (module docstring).
@@ -160,6 +164,10 @@ def simulate(
     stage_arrays = {k: _as_stage_array(k, v, S) for k, v in per_stage.items()}
     point_arrays = {k: np.asarray(v, dtype=float) for k, v in per_point.items()}
     _check_costs(stage_arrays, point_arrays)
+    overlap = np.asarray(fb_overlap, dtype=float)
+    if not np.all((overlap >= 0) & (overlap <= 1)):
+        raise ValueError("fb_overlap: must be in [0, 1] (share of a pair's forward hidden under its backward)")
+    stage_arrays["t_pf"] = pair_time(stage_arrays["t_f"], 0.0, overlap[..., None])  # a pair's forward part
     batch = np.broadcast_shapes(*(a.shape[:-1] for a in stage_arrays.values()), *(a.shape for a in point_arrays.values()))
     n = int(np.prod(batch, dtype=np.int64))
 
@@ -198,13 +206,14 @@ def _simulate_scan(
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
-    counts = np.bincount(program.compute_rows, minlength=4 * S).astype(float)
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(S)).astype(float)
     for lo in range(0, n, HOST_BATCH):
         hi = min(lo + HOST_BATCH, n)
         where = np.unravel_index(index[lo:hi], batch)
         flat_stage = {k: np.broadcast_to(a, batch + (S,))[where] for k, a in stage_arrays.items()}
         flat_point = {k: np.broadcast_to(a, batch)[where] for k, a in point_arrays.items()}
-        dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w")], axis=1).T  # (4S, n)
+        zero = np.zeros((hi - lo, 1))
+        dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w", "t_pf")] + [zero], axis=1).T  # (5S+1, n)
         with np.errstate(divide="ignore"):
             wire = np.where(np.isinf(flat_point["beta"]), 0.0, flat_point["msg_bytes"] / flat_point["beta"])
             sync_dur = _sync_durations(program, flat_stage["grad_bytes"], flat_point["alpha"], flat_point["beta"])

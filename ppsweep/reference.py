@@ -266,7 +266,7 @@ def reference_simulate(
       grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
         (a number or a length-``S`` sequence); default 0.
       t_opt: optimizer update time per worker, s; 0 (default) means no update.
-      fb_overlap: share of the shorter half an overlapped pair F&B saves
+      fb_overlap: share of an overlapped pair's forward half hidden under its backward half
         (:func:`ppsweep.costs.pair_time`); default 0.
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the

@@ -63,7 +63,7 @@ def test_overlap_credit_shortens_pairs_only():
 def test_pair_time():
     assert pair_time(1.0, 2.0) == 3.0
     assert pair_time(1.0, 2.0, 0.5) == 2.5
-    np.testing.assert_allclose(pair_time(np.array([1.0, 3.0]), 2.0, 1.0), [2.0, 3.0])
+    np.testing.assert_allclose(pair_time(np.array([1.0, 3.0]), 2.0, 1.0), [2.0, 2.0])
 
 
 def test_dualpipe_synchronises_both_replicas():
