@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ppsweep.commandline import OneLineParser, UsageError, run_command
+from ppsweep.cli_support import OneLineParser, UsageError, run_command
 from ppsweep.analysis import (
     AnalysisError,
     crossovers,
