@@ -19,7 +19,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppsweep.config import available_sweeps, check_sweep_names, find_conf_dir, plan_from_config  # noqa: F401 (find_conf_dir: public here too)
+
+def find_conf_dir():  # noqa: ANN201 - see ppsweep.config.find_conf_dir
+    """The ``conf/`` directory (:func:`ppsweep.config.find_conf_dir`)."""
+    from ppsweep.config import find_conf_dir as find
+
+    return find()
+
 
 #: Hydra's own flags that print something instead of running (no sweep needed).
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
@@ -55,6 +61,7 @@ def run_outcome(cfg: Any) -> dict:
     written stays valid and resumes), 130 when interrupted.
     """
     from ppsweep.cli_support import display
+    from ppsweep.config import plan_from_config
 
     def fail(status: int, message: str) -> dict:
         print(f"error: {message}", file=sys.stderr, flush=True)
@@ -156,6 +163,8 @@ def _config_dirs(args: Sequence[str]) -> list[str]:
 
 def usage(config_dirs: Sequence[str] = ()) -> str:
     """What to run: the command's form and the available sweeps."""
+    from ppsweep.config import available_sweeps
+
     return (
         "usage: python -m ppsweep +sweep=NAME [KEY=VALUE ...]   e.g. python -m ppsweep +sweep=bandwidth p=[4,8]\n"
         f"sweeps: {', '.join(available_sweeps(config_dirs))} (conf/sweep/; your own: --config-dir DIR with DIR/sweep/NAME.yaml)\n"
@@ -176,6 +185,8 @@ def check_command_line(args: Sequence[str]) -> str | None:
     if "sweep" not in keys and "name" not in keys:
         return usage(dirs)
     if "sweep" in keys:
+        from ppsweep.config import check_sweep_names
+
         try:
             check_sweep_names(keys["sweep"].split(","), dirs)
         except ValueError as error:

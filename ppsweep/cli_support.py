@@ -38,11 +38,31 @@ def run_command(produce: Callable[[], str], errors: tuple[type[BaseException], .
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     except (UsageError, *errors) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+        return _error(exc)
     print(text)
     return 0
+
+
+def check_arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int | None:
+    """Parse ``argv`` only to answer bad arguments and ``--help`` early (before heavy imports).
+
+    Returns:
+      None when the arguments parse; else the exit status, after the help text or one
+      ``error: ...`` line (2).
+    """
+    try:
+        parser.parse_args(argv)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        return _error(exc)
+    return None
+
+
+def _error(exc: BaseException) -> int:
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def display(path: Path) -> str:

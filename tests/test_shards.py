@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 from hydra_plugins.ppsweep_launcher.callback import swept_shards
 from hydra_plugins.ppsweep_launcher.launcher import job_failure
 from ppsweep.cli import run
-from ppsweep.config import check_shards, find_conf_dir
+from ppsweep.config import check_shards, compose_config, find_conf_dir
 from ppsweep.shards import describe_missing, shard_units
 from ppsweep.store import STORE_FORMAT, StoreError, check_store, open_for_sweep
 from ppsweep.sweep import SweepSpec
@@ -44,8 +44,7 @@ PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] p=(\d+) m=(\d+) ")
 
 
 def compose_cfg(*overrides: str):
-    with initialize_config_dir(config_dir=str(find_conf_dir()), version_base="1.3"):
-        return compose("config", overrides=[*GRID, *overrides])
+    return compose_config([*GRID, *overrides])
 
 
 def ppsweep(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
