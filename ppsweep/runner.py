@@ -14,8 +14,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppsweep.config import SweepSpec
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.sweep import evaluate_unit
 
 _JAX_CONFIGURED = False
 
