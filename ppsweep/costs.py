@@ -121,6 +121,8 @@ class SystemConfig:
       memory_capacity: bytes per worker; a point whose bottleneck worker needs more is invalid
         (None: no cap).
       optimizer_time: seconds of one optimizer update per worker (0: none).
+      fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
+        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``.
     """
 
     peak_flops: float
@@ -131,6 +133,7 @@ class SystemConfig:
     memory_efficiency: float = 1.0
     memory_capacity: float | None = None
     optimizer_time: float = 0.0
+    fb_overlap: float = 0.0
     name: str = "system"
 
     @classmethod
@@ -149,6 +152,9 @@ class SystemConfig:
                 raise ValueError(f"system.{name}: must be in (0, 1], got {value!r}")
         _require("system.latency", self.latency, positive=False)
         _require("system.optimizer_time", self.optimizer_time, positive=False)
+        _require("system.fb_overlap", self.fb_overlap, positive=False)
+        if self.fb_overlap > 1:
+            raise ValueError(f"system.fb_overlap: must be in [0, 1], got {self.fb_overlap!r}")
         if self.memory_capacity is not None:
             _require("system.memory_capacity", self.memory_capacity, positive=True)
 

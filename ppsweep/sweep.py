@@ -87,7 +87,7 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, xr.DataArray]:
         result = simulate(
             table, t_f, t_b, alpha, beta, costs.msg_bytes, mode,
             t_i=t_i, t_w=t_w, grad_bytes=costs.grad_bytes.reshape(1, 1, 1, S),
-            t_opt=spec.system.optimizer_time, dtype=spec.dtype, chunk=spec.chunk,
+            t_opt=spec.system.optimizer_time, fb_overlap=spec.system.fb_overlap, dtype=spec.dtype, chunk=spec.chunk,
             method=spec.method, finish=False,
         )
         t_sim = result.t_sim
