@@ -160,8 +160,8 @@ class Routing:
       lane_resources: ``(n_waves, p, k)`` resources of each lane's message (``-1``: it sends
         none), ``k`` resources per message (0 where messages hold nothing).
       rounds: ``(n_waves, p)``: messages of one wave that share a resource (several senders, one
-        receiver's ingress port) take it one after the other in lane (sender worker) order; a
-        lane's message goes in round ``rounds[t, w]`` (0 where it shares nothing).
+        receiver's ingress port) take it one after the other in the table's send order
+        (:func:`route`); a lane's message goes in round ``rounds[t, w]`` (0 where it shares nothing).
       sync_resources: per synchronisation, the resources of its ring hops (ring order).
     """
 
@@ -177,8 +177,24 @@ class Routing:
         return int(self.rounds.max(initial=0)) + 1
 
 
-def route(program: "Any", mode: str) -> Routing:
-    """The :class:`Routing` of a compiled table (:class:`ppsweep.program.Program`) in ``mode``."""
+def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
+    """The :class:`Routing` of a compiled table (:class:`ppsweep.program.Program`) in ``mode``.
+
+    Messages that share a resource take it in the order the table sends them: by the slot their
+    producer ends, then the slot it starts, then the sender. The scan walks waves in start-slot
+    order, so within a wave the rounds follow that order; across waves the table must not send a
+    message to a shared resource before one that started earlier (true with the default slots:
+    it takes a producer two slots longer than a later one).
+
+    Args:
+      program: the compiled table.
+      mode: a communication mode.
+      table: the :class:`~ppsweep.table.ScheduleTable` (needed where messages share resources:
+        ``ports``).
+
+    Raises:
+      NotImplementedError: where the scan's wave order cannot follow the table's send order.
+    """
     rule = MODE_RULES[mode]
     p, links = program.p, program.links
     n_res = rule.n_resources(p, program.n_links)
@@ -191,13 +207,27 @@ def route(program: "Any", mode: str) -> Routing:
     rounds = np.zeros(program.link.shape, dtype=np.int64)
     for t, w in zip(*np.nonzero(program.link != program.trash_link)):
         lanes[t, w] = hop(int(program.link[t, w]))
-    for t in range(lanes.shape[0]):
-        taken: dict[int, int] = {}  # resource -> rounds it has been taken in this wave
-        for w in np.flatnonzero(lanes[t, :, 0] >= 0) if k else ():
-            r = max(taken.get(int(i), 0) for i in lanes[t, w])
-            rounds[t, w] = r
-            for i in lanes[t, w]:
-                taken[int(i)] = r + 1
+    if rule.resource == "port":
+        if table is None:
+            raise ValueError("mode ports: routing needs the table (use ppsweep.compiled.compiled_for(table).routing)")
+        waves = sorted({item.start for item in table.placed_ops()})
+        end_slot = np.zeros(program.link.shape, dtype=np.int64)
+        for item in table.placed_ops():
+            end_slot[waves.index(item.start), item.worker] = item.end
+        last_end: dict[int, int] = {}  # resource -> end slot of the last message that took it
+        for t in range(lanes.shape[0]):
+            taken: dict[int, int] = {}  # resource -> rounds it has been taken in this wave
+            for w in sorted(np.flatnonzero(lanes[t, :, 0] >= 0), key=lambda w: (end_slot[t, w], w)):
+                r = max(taken.get(int(i), 0) for i in lanes[t, w])
+                rounds[t, w] = r
+                for i in lanes[t, w]:
+                    taken[int(i)] = r + 1
+                    if last_end.get(int(i), -1) > end_slot[t, w]:
+                        raise NotImplementedError(
+                            f"mode ports: worker {w} sends at slot {end_slot[t, w]} a message that must take a port "
+                            f"before one sent at slot {last_end[int(i)]} by an operation that started earlier"
+                        )
+                    last_end[int(i)] = int(end_slot[t, w])
     sync = tuple(
         tuple(i for link in row if link >= 0 for i in hop(int(link))) for row in program.sync_ring_links
     )

@@ -64,6 +64,7 @@ class CompiledTable:
 
     def __init__(self, table: ScheduleTable):
         self.program: Program = compile_program(table)
+        self._table = weakref.ref(table)
         self._lock = threading.Lock()
         self._routes: dict[str, Routing] = {}
         self._lanes: dict[str, tuple[ScanShape, tuple]] = {}
@@ -71,7 +72,7 @@ class CompiledTable:
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
-        return self._cached(self._routes, mode, lambda: route(self.program, mode))
+        return self._cached(self._routes, mode, lambda: route(self.program, mode, self._table()))
 
     def lanes(self, mode: str) -> tuple[ScanShape, tuple]:
         """The scan's static shape and padded lane arrays (on the device) in ``mode``."""

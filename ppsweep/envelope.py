@@ -349,7 +349,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     ready = [zero] * (program.n_sync * p + 1)
     for t in range(program.n_waves):
         writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
-        for w in np.flatnonzero(program.active[t]):
+        # lanes sharing a resource take it in round order (the scan's rounds, the table's send order)
+        for w in sorted(np.flatnonzero(program.active[t]), key=lambda w: (routing.rounds[t, w], w)):
             dep = int(program.dep_reg[t, w])
             start = free[w] if dep == program.zero_reg else alg.join(free[w], reg[dep])
             end = start + rows[program.cost_row[t, w]]
@@ -359,7 +360,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
             if sends:
                 held = [int(i) for i in routing.lane_resources[t, w]]
                 arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
-                for i in held:  # lanes sharing a resource take it in lane order (as the scan's rounds)
+                for i in held:
                     res[i] = released
                 writes.append((reg, out, arrival))
                 busy = arrival if routing.mode.blocks_sender else end
