@@ -11,9 +11,10 @@ How it runs:
    off the table. For each operation, its consumers are the operations that list it among their
    :func:`ppsweep.ops.dependencies`; each consumer on another worker gets one message.
 2. Workers advance one operation at a time: a worker whose next operation has all its
-   producers finished is stepped (start = max of the worker being free and every input's
-   arrival), its operation ends after its compute time, and its messages are sent at once
-   (their arrival is then known). This repeats until every worker is done.
+   producers finished (and, in ``ports``, whose messages are next in their receivers' ingress
+   queues) is stepped (start = max of the worker being free and every input's arrival), its
+   operation ends after its compute time, and its messages are sent at once (their arrival is
+   then known). This repeats until every worker is done.
 3. Gradient synchronisations of replicated stages are computed (in the order the idealized
    table makes them ready: the slot where their last backward ends, ties by stage), then
    the optimizer updates (when ``t_opt > 0``), then ``t_sim``.
@@ -38,6 +39,12 @@ Choices made where the README leaves room:
   than one cross-worker consumer, so this only matters for hand-made dependency patterns.)
 - A message in ``contention`` starts at the later of its producer's end (candidate 1, the data)
   and its link being free (candidate 2, the link).
+- A message in ``ports`` starts at the latest of its producer's end (the data), its sender's
+  egress being free and its receiver's ingress being free, in that order. An ingress port takes
+  messages in the order the table sends them: by the slot their producer ends in the table, then
+  the slot it starts, then the sender worker (an egress port's messages all come from its own
+  worker, in that worker's order). A synchronisation holds, hop by hop, the sender's egress and
+  the receiver's ingress port of its ring.
 - An operation's "own previous activity" candidate is the end of the worker's previous
   operation, or in ``blocking`` the arrival of that operation's last message; for the worker's
   first operation it is time 0.

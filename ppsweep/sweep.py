@@ -56,7 +56,7 @@ class SweepSpec:
       model, system: cost-model configs.
       f_slots, b_slots: slots of F and B in the idealized tables.
       dtype: engine float dtype.
-      chunk: engine points per compiled call.
+      chunk: engine scan tile: points per compiled scan call and device.
       method: engine method, ``auto``, ``scan`` or ``envelope`` (:func:`ppsweep.engine.simulate`).
     """
 
@@ -75,7 +75,7 @@ class SweepSpec:
     f_slots: int = 1
     b_slots: int = 2
     dtype: str = "float64"
-    chunk: int = 16384
+    chunk: int = 1024
     method: str = "auto"
 
     # ---- grid ----------------------------------------------------------------------------
@@ -170,7 +170,7 @@ class SweepSpec:
             f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
             b_slots=check_positive_int("slots.b", slots.get("b", 2), 1),
             dtype=dtype,
-            chunk=check_positive_int("engine.chunk", engine.get("chunk", 16384), 1),
+            chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1),
             method=check_method(engine.get("method", "auto")),
         )
         for dim in ("schedule", "p", "m", "comm", "compute", "bandwidth", "latency"):
