@@ -306,9 +306,9 @@ def _run_scan(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype
     def one(lo: int):
         hi = min(lo + size, n)
         args = _Point(*(_pad_points(a[..., lo:hi], size).astype(dtype) for a in point))
-        if placed is not None:
-            args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
         with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
+            if placed is not None:
+                args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
             out = _scan_tile(shape, lanes, args)
         return hi - lo, [np.asarray(o) for o in out]
 
