@@ -270,6 +270,9 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
       t_opt: optimizer update seconds per worker (0: none).
       point_axes: axes that follow the compute axis in the point shape (the per-stage arrays get
         length-1 axes there).
+
+    Returns:
+      The validated :class:`~ppsweep.engine_costs.Costs` (``simulate(table, costs, mode)``).
     """
     from ppsweep.engine_costs import Costs
 
