@@ -23,8 +23,6 @@ message leaves when the first arrives. Scan and envelope need nothing else.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +72,8 @@ class Program:
       n_ops: operations in the table (a pair counts once).
       compute_rows: duration row of every step (an operation, or a pair's four steps), for the
         total compute time.
+      lane_end: ``(n_waves, p)`` slot where each lane's operation (a pair: the whole pair) ends in
+        the table, the order in which the table sends messages (``ports``).
     """
 
     p: int
@@ -92,6 +92,7 @@ class Program:
     sync_order: np.ndarray
     n_ops: int
     compute_rows: np.ndarray
+    lane_end: np.ndarray
 
     @property
     def n_waves(self) -> int:
@@ -139,24 +140,12 @@ def stage_holders(table: ScheduleTable) -> list[list[int]]:
     return [sorted({int(w) for w in table.placement[:, s]}) for s in range(table.n_stages)]
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary[ScheduleTable, Program]" = weakref.WeakKeyDictionary()
-_PROGRAMS_LOCK = threading.Lock()
-
-
 def program_for(table: ScheduleTable) -> Program:
-    """The :class:`Program` of ``table``, compiled once per table object and cached.
+    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
+    its compiled form (:func:`ppsweep.compiled.compiled_for`)."""
+    from ppsweep.compiled import compiled_for
 
-    Tables are immutable and built once per ``(schedule, p, m, options)`` (``ppsweep.build``
-    keeps them in an LRU cache), so every engine call on the same table shares one program; the
-    cache holds the table weakly and forgets the program when the table is collected.
-    """
-    with _PROGRAMS_LOCK:
-        program = _PROGRAMS.get(table)
-    if program is None:
-        program = compile_program(table)
-        with _PROGRAMS_LOCK:
-            _PROGRAMS[table] = program
-    return program
+    return compiled_for(table).program
 
 
 @dataclass(frozen=True)
@@ -165,6 +154,7 @@ class _Step:
 
     key: tuple[int, int]  # (start slot, sub-wave)
     worker: int
+    end: int  # the slot its operation (the whole pair) ends
     row: int
     reads: Op | None = None  # the cross-worker input (an operation or a pair's half) it waits for
     sends: Op | None = None  # the operation (or half) whose output it sends
@@ -187,17 +177,17 @@ def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: i
         if len(outputs) > 1:
             raise NotImplementedError(f"{op} sends two outputs")
         frees = op.stage if frees_activation(op) else None
-        return [_Step((t, 0), w, cost_row(op, n_stages), remote_deps[0] if remote_deps else None,
+        return [_Step((t, 0), w, item.end, cost_row(op, n_stages), remote_deps[0] if remote_deps else None,
                       outputs[0] if outputs else None, frees)]
     forward, backward = halves(op)
     f_deps = [d for d in remote_deps if d in dependencies(forward, n_stages, False)]  # a forward's input
     b_deps = [d for d in remote_deps if d not in f_deps]
     zero = zero_row(n_stages)
     return [
-        _Step((t, 0), w, zero, f_deps[0] if f_deps else None),
-        _Step((t, 1), w, PAIR_F * n_stages + forward.stage, b_deps[0] if b_deps else None),
-        _Step((t, 2), w, cost_row(backward, n_stages), None, outputs[0] if outputs else None, backward.stage),
-        _Step((t, 3), w, zero, None, outputs[1] if len(outputs) > 1 else None),
+        _Step((t, 0), w, item.end, zero, f_deps[0] if f_deps else None),
+        _Step((t, 1), w, item.end, PAIR_F * n_stages + forward.stage, b_deps[0] if b_deps else None),
+        _Step((t, 2), w, item.end, cost_row(backward, n_stages), None, outputs[0] if outputs else None, backward.stage),
+        _Step((t, 3), w, item.end, zero, None, outputs[1] if len(outputs) > 1 else None),
     ]
 
 
@@ -263,12 +253,14 @@ def compile_program(table: ScheduleTable) -> Program:
     out_reg = np.full(shape, -1, dtype=np.int64)
     link = np.full(shape, len(links), dtype=np.int64)
     sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
+    lane_end = np.zeros(shape, dtype=np.int64)
 
     register_of, n_regs = _allocate_registers(steps, wave_of)
     for step in steps:
         lane = (wave_of[step.key], step.worker)
         active[lane] = True
         rows[lane] = step.row
+        lane_end[lane] = step.end
         if step.reads is not None:
             dep_reg[lane] = register_of[step.reads]
         if step.sends is not None:
@@ -295,6 +287,7 @@ def compile_program(table: ScheduleTable) -> Program:
         sync_order=np.array(sync_order, dtype=np.int64),
         n_ops=len(placed),
         compute_rows=np.array([step.row for step in steps], dtype=np.int64),
+        lane_end=lane_end,
     )
 
 

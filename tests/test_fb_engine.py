@@ -12,8 +12,8 @@ from ppsweep.engine import simulate
 from ppsweep.program import compile_program
 from ppsweep.reference import reference_simulate
 
-CASES = [("dualpipe", 4, 8), ("dualpipev", 3, 6), ("zb_h2", 3, 5), ("zbv", 2, 4), ("interleaved_zb", 2, 4)]
-MODES = ["overlap", "blocking", "contention"]
+CASES = [("dualpipe", 4, 8), ("dualpipev", 3, 6), ("zb_h2", 3, 5), ("zbv", 2, 4)]
+MODES = ["overlap", "blocking", "contention", "ports"]
 
 
 @pytest.mark.parametrize("method", ["scan", "envelope"])
