@@ -214,6 +214,11 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     for t, w in zip(*np.nonzero(program.link != program.trash_link)):
         lanes[t, w] = hop(int(program.link[t, w]))
     if rule.resource == "port":
+        if np.any(program.cost_row >= 4 * program.n_stages):  # rows past F, B, I, W: overlapped pairs
+            raise NotImplementedError(
+                "mode ports: tables with overlapped pairs F&B (dualpipe, dualpipev) are not supported by the "
+                "engine in ports mode yet; use overlap, blocking or contention (the reference simulator runs them)"
+            )
         end_slot = program.lane_end  # the slot each lane's operation ends in the table (a pair: its end)
         last_end: dict[int, int] = {}  # resource -> end slot of the last message that took it
         for t in range(lanes.shape[0]):

@@ -12,9 +12,9 @@ SMALL_POINTS = [(2, 2), (2, 4), (3, 3), (4, 4), (4, 8), (6, 6), (8, 8), (8, 16)]
 
 
 #: Schedules the engine-wide tests run (compiling a table per mode and method is what costs time):
-#: the seed four, a split backward (ZB-H1) and a V placement with
+#: the seed four and a split backward (ZB-H1); the pairs F&B and V placements
 #: pairs F&B and mixed backwards. The others' engine runs are in tests/test_fb_engine.py.
-ENGINE_SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo", "zb_h1", "dualpipev")
+ENGINE_SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo", "zb_h1")
 
 
 def supported_cases(points=SMALL_POINTS, options_by_schedule=None, names=ENGINE_SCHEDULES):
