@@ -220,7 +220,7 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
-    result = stability(dataset)
+    result = stability(dataset).compute()  # once: the report reads it many times
     text = report(dataset, result, path)
     if not args.no_figures:
         from ppsweep.plots import write_figures
