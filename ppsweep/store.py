@@ -1,4 +1,4 @@
-"""The results store: one xarray Dataset in zarr per sweep (SPEC section 5), written unit by unit.
+"""The results store: one xarray Dataset in zarr per sweep (docs/contract.md §5), written unit by unit.
 
 Layout: coordinates are written by xarray; every data variable is created empty (NaN, or False
 for ``valid``) with one chunk per unit of work, and ``done`` ``(p, m)`` records which units are

@@ -21,7 +21,7 @@ from ppsweep.engine import check_method, check_mode, simulate
 from ppsweep.ranking import rank_lower_better
 from ppsweep.schedules import get_schedule
 
-#: Variables of the results dataset (SPEC section 5): dims kind, units, long name.
+#: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
 #: "table" variables depend on (schedule, p, m); "point" variables on every dimension.
 VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim": ("point", "s", "simulated step time"),

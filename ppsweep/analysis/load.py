@@ -28,7 +28,7 @@ from ppsweep.store import IncompleteStoreWarning, StoreError, open_results
 
 #: Chunks :func:`load` asks for by default: the store's own (one dask chunk per unit).
 DEFAULT_CHUNKS: dict = {}
-#: Dimensions every results store has (docs/contract.md, "The results dataset").
+#: Dimensions every results store has (docs/contract.md §5).
 REQUIRED_DIMS = ("schedule", "p", "m", "bandwidth", "latency")
 #: Variables the analysis reads.
 REQUIRED_VARIABLES = ("t_sim", "bubble_formula", "bubble_table", "valid", "done")
