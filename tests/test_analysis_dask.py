@@ -121,3 +121,13 @@ def _ranks(values: np.ndarray) -> np.ndarray:
         out[i] = 1 + sum(1 for w in values if not np.isnan(w) and w < v - 1e-9 * abs(v))
     return out
 
+
+
+def test_python_m_ppsweep_analysis_is_the_analyze_command(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-m", "ppsweep.analysis", str(tmp_path / "missing.zarr")], cwd=root, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing.zarr'}: no such store; run a sweep first (python -m ppsweep +sweep=...)"]
