@@ -437,7 +437,7 @@ def serve(html: str, port: int, open_browser: bool = True) -> None:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+        pass
     finally:
         server.server_close()
 
@@ -487,7 +487,7 @@ def run(argv: list[str] | None = None) -> str:
             raise UsageError(f"--html: cannot write {path}: {error.strerror or error}") from None
         return f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB, self-contained)"
     serve(html, args.port, open_browser=not args.no_browser)
-    return ""
+    return "stopped"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -176,3 +176,27 @@ def test_changing_a_selector_changes_the_plot(page, tmp_path):
     # At p=4, m=6 chimera cannot run: its colour leaves the map, the lines and the bars
     # (what remains is the legend's swatch and line sample).
     assert _count(after, CHIMERA_RGB) < _count(before, CHIMERA_RGB) / 10
+
+
+def test_serving_the_page(store):
+    import signal
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ppsweep.explore", str(store), "--port", "0", "--no-browser"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        line = process.stderr.readline()
+        match = re.search(r"serving the explorer on (http://127\.0\.0\.1:\d+/)", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=30) as response:
+            html = response.read().decode()
+        assert "ppsweep explorer: explore.zarr" in html and "Bokeh" in html
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0 and out.strip() == "stopped"
