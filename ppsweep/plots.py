@@ -25,6 +25,7 @@ import io
 import math
 import os
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ppsweep.analysis.load import inner_dims, iter_units, schedules
+from ppsweep.analysis.load import inner_dims, masked, schedules, whole_along
 from ppsweep.analysis.ranks import winner_label
 from ppsweep.display import byte_unit, message_lanes, time_unit
 from ppsweep.ops import KIND_LETTER, Kind
@@ -237,12 +238,11 @@ def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     S, P, M = dataset.sizes["schedule"], dataset.sizes["p"], dataset.sizes["m"]
     formula = _masked_table(dataset, "bubble_formula")
     table = _masked_table(dataset, "bubble_table")
-    idle = np.full((3, S, P, M), np.nan)  # min, median, max over the unit's points
-    for unit in iter_units(dataset, ("idle_sim",)):
-        v = unit.values["idle_sim"].reshape(S, -1)
-        ok = ~np.all(np.isnan(v), axis=1)
-        if ok.any():
-            idle[:, ok, unit.i, unit.j] = np.nanquantile(v[ok], [0.0, 0.5, 1.0], axis=1)
+    inner = list(inner_dims(dataset))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: a schedule invalid in a unit
+        quantiles = whole_along(masked(dataset, "idle_sim"), inner).quantile([0.0, 0.5, 1.0], dim=inner, skipna=True)
+        idle = np.asarray(quantiles.transpose("quantile", "schedule", "p", "m").values)  # min, median, max over the unit's points
     by_m = np.argsort(dataset["m"].values, kind="stable")
     m = dataset["m"].values[by_m]
     formula, table, idle = formula[..., by_m], table[..., by_m], idle[..., by_m]
