@@ -13,30 +13,11 @@ import xarray as xr
 from scipy import stats
 
 from ppsweep import analysis
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
-
-MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
-SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("dask") / "dask.zarr"
-    spec = SweepSpec.from_config(
-        {
-            "name": "dask",
-            "schedules": ["gpipe", "1f1b", "chimera"],
-            "p": [2, 4],
-            "m": [2, 6],  # chimera is invalid at p=4, m=6
-            "bandwidth": {"start": 1e8, "stop": 1e12, "num": 9},
-            "latency": [1e-7, 1e-5],
-            "model": MODEL,
-            "system": SYSTEM,
-        }
-    )
-    run_sweep(spec, path, "", progress=False)
-    return path
+def store(small_store):
+    return small_store
 
 
 def _all(ds: xr.Dataset) -> dict[str, xr.Dataset]:

@@ -18,33 +18,15 @@ import pytest
 import xarray as xr
 
 from ppsweep import analysis, explore
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
 
-MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
-SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The schedules' colours on the page (store order: gpipe, 1f1b, chimera).
 CHIMERA_RGB = (0x55, 0xA8, 0x68)
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("explore") / "explore.zarr"
-    spec = SweepSpec.from_config(
-        {
-            "name": "explore",
-            "schedules": ["gpipe", "1f1b", "chimera"],
-            "p": [2, 4],
-            "m": [2, 6],  # chimera cannot run at p=4, m=6
-            "bandwidth": {"start": 1e8, "stop": 1e12, "num": 9},
-            "latency": [1e-7, 1e-5],
-            "model": MODEL,
-            "system": SYSTEM,
-        }
-    )
-    run_sweep(spec, path, "", progress=False)
-    return path
+def store(small_store):
+    return small_store
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +177,7 @@ def test_serving_the_page(store):
         assert match, line
         with urllib.request.urlopen(match.group(1), timeout=30) as response:
             html = response.read().decode()
-        assert "ppsweep explorer: explore.zarr" in html and "Bokeh" in html
+        assert "ppsweep explorer: small.zarr" in html and "Bokeh" in html
     finally:
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=60)
