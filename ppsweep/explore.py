@@ -174,6 +174,13 @@ def page_data(dataset: xr.Dataset) -> dict[str, Any]:
     return data
 
 
+def _first_member(codes: np.ndarray) -> np.ndarray:
+    """Index of the first schedule (lowest bit) in each winner mask; -1 where the mask is -1 (none)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    lowest = np.where(codes > 0, codes & -codes, 1)
+    return np.where(codes > 0, np.log2(lowest).astype(np.int64), -1)
+
+
 def _sample_data(dataset: xr.Dataset, st: xr.Dataset, t_sim: xr.DataArray, dims: list[str], names: list[str]) -> dict[str, Any]:
     """P(win) per schedule and the regret of choosing by formula / table, over the grid without ``sample``."""
     winner = st["winner_sim"]
@@ -185,7 +192,7 @@ def _sample_data(dataset: xr.Dataset, st: xr.Dataset, t_sim: xr.DataArray, dims:
     regret = {}
     for by in ("formula", "table"):
         code = st[f"winner_{by}"]
-        first = xr.apply_ufunc(lambda c: np.where(c > 0, np.log2(np.where(c > 0, c & -c, 1)), -1).astype(int), code)
+        first = xr.apply_ufunc(_first_member, code)
         chosen = t_sim.isel(schedule=xr.where(first >= 0, first, 0)).where(first >= 0)
         regret[by] = (chosen / best - 1).mean("sample", skipna=True)
     rest = [d for d in dims if d != "sample"]

@@ -57,6 +57,17 @@ def test_single_threaded_and_threaded_schedulers_agree(store):
     xr.testing.assert_identical(threaded, single)
 
 
+def test_on_a_dask_distributed_cluster(store):
+    distributed = pytest.importorskip("distributed")
+    reference = analysis.stability(analysis.load(store)).compute(scheduler="synchronous")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with distributed.Client(cluster):
+            on_cluster = analysis.stability(analysis.load(store)).compute()
+            crossovers = analysis.crossovers(analysis.load(store))
+    xr.testing.assert_identical(on_cluster, reference)
+    xr.testing.assert_identical(crossovers, analysis.crossovers(analysis.load(store, chunks=None)))
+
+
 def test_equal_to_a_plain_per_point_computation(store):
     raw = xr.open_zarr(store, chunks=None).load()
     names = [str(s) for s in raw.schedule.values]
