@@ -1,4 +1,4 @@
-"""The cost model (SPEC section 3) on numbers worked out by hand."""
+"""The cost model (docs/contract.md §3) on numbers worked out by hand."""
 
 from __future__ import annotations
 
