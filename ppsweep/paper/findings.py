@@ -63,6 +63,17 @@ def _by_mode(df: pd.DataFrame, value: str, keys: list[str], mode_col: str = "com
     return {mode: _cases(df[df[mode_col] == mode], value, keys) for mode in MODES if (df[mode_col] == mode).any()}
 
 
+def check_spec(spec) -> None:
+    """Raise ValueError unless the sweep has what every finding reads: the primary mode, p = 8 and
+    m ∈ {8, 16} (Table I at p = m = 8, Chimera's bubble at p = 8, m = 16)."""
+    if PRIMARY not in spec.comm:
+        raise ValueError(f"comm.mode: must include {PRIMARY!r} (the primary mode), got {list(spec.comm)}")
+    if 8 not in spec.p:
+        raise ValueError(f"p: must include 8, got {list(spec.p)}")
+    if not {8, 16} <= set(spec.m):
+        raise ValueError(f"m: must include 8 and 16, got {list(spec.m)}")
+
+
 def finding1(ds, spec) -> Finding:
     """GPipe vs 1F1B: step time per mode and system; free communication; activation peak.
 
@@ -78,7 +89,7 @@ def finding1(ds, spec) -> Finding:
     long = long.merge(g.to_dataframe(name="t_gpipe").reset_index()[["p", "m", "comm", "system", "t_gpipe"]])
     long = long.merge(f.to_dataframe(name="t_1f1b").reset_index()[["p", "m", "comm", "system", "t_1f1b"]])
 
-    free = pd.concat([ablation_frame(spec, s, spec.p, spec.m, list(MODES), [FREE]) for s in ("gpipe", "1f1b")])
+    free = pd.concat([ablation_frame(spec, s, spec.p, spec.m, list(spec.comm), [FREE]) for s in ("gpipe", "1f1b")])
     fp = free.pivot_table(index=["p", "m", "mode", "system"], columns="schedule", values="t_sim").reset_index()
     fp["diff_pct"] = pct(fp["1f1b"], fp["gpipe"])
     free_max = float(np.nanmax(np.abs(fp["diff_pct"])))
@@ -86,14 +97,14 @@ def finding1(ds, spec) -> Finding:
     # Per mode × system: the 1F1B − GPipe difference over all (p, m): min … max.
     span = long.groupby(["comm", "system"])["diff_pct"].agg(["min", "max"]).reset_index()
     span["range"] = [f"{a:+.2f} … {b:+.2f}" for a, b in zip(span["min"], span["max"])]
-    span_table = span.pivot(index="comm", columns="system", values="range").reindex(index=list(MODES), columns=LABELS)
+    span_table = span.pivot(index="comm", columns="system", values="range").reindex(index=list(spec.comm), columns=LABELS)
     span_table.index.name = "mode"
     free_row = pd.DataFrame([["free comm (α = 0, β = ∞)"] + [f"{fp[fp.system == s]['diff_pct'].abs().max():.1e}" for s in LABELS]],
                             columns=["mode"] + LABELS).set_index("mode")
     span_table = pd.concat([span_table, free_row]).T
     span_table.index.name = "system"
 
-    at88 = long[(long.p == 8) & (long.m == 8)].pivot(index="system", columns="comm", values="diff_pct").reindex(index=LABELS, columns=list(MODES))
+    at88 = long[(long.p == 8) & (long.m == 8)].pivot(index="system", columns="comm", values="diff_pct").reindex(index=LABELS, columns=list(spec.comm))
 
     mem = ds[["peak_activation_bytes", "peak_memory_bytes"]].sel(schedule=["gpipe", "1f1b"]).to_dataframe().reset_index()
     mem = mem[["schedule", "p", "m", "peak_activation_bytes", "peak_memory_bytes"]]
@@ -169,15 +180,16 @@ def finding2(ds, spec) -> Finding:
     tables.append((f"Slowest of GPipe, 1F1B, Chimera at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="slowest3").reindex(LABELS))))
     tables.append((f"Spread of GPipe, 1F1B, Chimera (slowest / fastest − 1, %) at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="spread3_pct").reindex(LABELS), "{:.1f}")))
 
-    # Chimera's step time against m: t(m) / t(m=64) on every system, every mode, p = 8.
+    # Chimera's step time against m: t(m_top) / t(m_from) on every system, every mode.
+    m_top, m_from = rise_span(spec.m)
     ch = wide[["p", "m", "comm", "system", "chimera"]].copy()
-    ref = ch[ch.m == 64].set_index(["p", "comm", "system"]).chimera
+    ref = ch[ch.m == m_from].set_index(["p", "comm", "system"]).chimera
     ch["rel_to_m64"] = ch.chimera.values / ref.loc[list(zip(ch.p, ch.comm, ch.system))].values
-    rise_long = ch[ch.m == 256].assign(rise_pct=lambda x: 100 * (x.rel_to_m64 - 1))
-    rise = ch[(ch.m == 256)].pivot_table(index="system", columns=["comm", "p"], values="rel_to_m64").reindex(LABELS)
+    rise_long = ch[ch.m == m_top].assign(rise_pct=lambda x: 100 * (x.rel_to_m64 - 1))
+    rise = ch[(ch.m == m_top)].pivot_table(index="system", columns=["comm", "p"], values="rel_to_m64").reindex(LABELS)
     rise = 100 * (rise - 1)
     rise.columns = [f"{c} p={p}" for c, p in rise.columns]
-    tables.append(("Chimera's step time from m = 64 to m = 256, % (positive: rises with m)", markdown(rise, "{:+.2f}")))
+    tables.append((f"Chimera's step time from m = {m_from} to m = {m_top}, % (positive: rises with m)", markdown(rise, "{:+.2f}")))
 
     # Ablations (one assumption each), every p and m, primary mode.
     variants = [BASE, NO_GRAD, EQUAL_FB, Variant("G = 8", global_batch=8), Variant("G = 2048", global_batch=2048)]
@@ -190,9 +202,9 @@ def finding2(ds, spec) -> Finding:
     # Step time against m with a small global batch (G = 8: b = 1 … 1/32 sequences).
     g8 = ab[(ab.variant == "G = 8") & (ab.p == 8)]
     g8r = g8.pivot_table(index="system", columns=["schedule", "m"], values="t_sim")
-    g8rise = pd.DataFrame({s: 100 * (g8r[(s, 256)] / g8r[(s, 64)] - 1) for s in ("gpipe", "chimera")}).reindex(LABELS)
-    g8rise.columns = [f"{s}: t(256)/t(64) − 1, %" for s in g8rise.columns]
-    tables.append((f"Ablation 'G = 8': step time from m = 64 to m = 256, p = 8, {PRIMARY}", markdown(g8rise, "{:+.1f}")))
+    g8rise = pd.DataFrame({s: 100 * (g8r[(s, m_top)] / g8r[(s, m_from)] - 1) for s in ("gpipe", "chimera")}).reindex(LABELS)
+    g8rise.columns = [f"{s}: t({m_top})/t({m_from}) − 1, %" for s in g8rise.columns]
+    tables.append((f"Ablation 'G = 8': step time from m = {m_from} to m = {m_top}, p = 8, {PRIMARY}", markdown(g8rise, "{:+.1f}")))
 
     csv = pd.concat([wide.assign(variant="as swept").rename(columns={"comm": "mode"}), abw[abw.variant != "as swept"]])
 
@@ -202,7 +214,7 @@ def finding2(ds, spec) -> Finding:
     not_fast = [s.label for s in SYSTEMS if s.network != "fast"]
     slow_nw = [s.label for s in SYSTEMS if s.network == "slow"]
     crossover, gain = {}, {}
-    for mode in MODES:
+    for mode in spec.comm:
         sub = wide[wide.comm == mode]
         if not len(sub):
             continue
@@ -223,19 +235,21 @@ def finding2(ds, spec) -> Finding:
     wins = prim[prim.chimera_vs_gpipe_pct < 0]
     out["max_gain"] = float(-prim.chimera_vs_gpipe_pct.min())
     out["max_win_m"] = {p: int(wins[wins.p == p].m.max()) if len(wins[wins.p == p]) else None for p in spec.p}
-    out["spread_m256"] = (float(prim[prim.m == 256].spread3_pct.min()), float(prim[prim.m == 256].spread3_pct.max()))
+    out["m_top"], out["m_from"] = m_top, m_from
+    out["spread_m256"] = (float(prim[prim.m == m_top].spread3_pct.min()), float(prim[prim.m == m_top].spread3_pct.max()))
     out["rise"] = rise
     abp = abw[abw.p == 8]
-    out["abl:as swept:m256"] = (float(abp[(abp.variant == "as swept") & (abp.m == 256)].chimera_vs_gpipe_pct.min()),
-                                float(abp[(abp.variant == "as swept") & (abp.m == 256)].chimera_vs_gpipe_pct.max()))
+    out["abl:as swept:m256"] = (float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.min()),
+                                float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.max()))
     for label in ("no grad sync", "t_b = t_f", "G = 8", "G = 2048"):
         out[f"abl:{label}:table"] = abp[abp.variant == label].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
     out["g8rise"] = g8rise
+    rep_ms = [m for m in (8, 32, 256) if m in spec.m]
     rows = []
     for label in ("as swept", "no grad sync", "t_b = t_f", "G = 8", "G = 2048"):
         tab = abp[abp.variant == label].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct")
-        rows.append([label] + [tab.loc[s.label, m] for s in REPRESENTATIVE for m in (8, 32, 256)])
-    out["abl_rep"] = pd.DataFrame(rows, columns=["variant"] + [f"{s.short} m={m}" for s in REPRESENTATIVE for m in (8, 32, 256)])
+        rows.append([label] + [tab.loc[s.label, m] for s in REPRESENTATIVE for m in rep_ms])
+    out["abl_rep"] = pd.DataFrame(rows, columns=["variant"] + [f"{s.short} m={m}" for s in REPRESENTATIVE for m in rep_ms])
     out["win_systems_m8"] = {p: [s for s in LABELS if prim[(prim.p == p) & (prim.m == 8) & (prim.system == s)].chimera_vs_gpipe_pct.iloc[0] < 0] for p in spec.p}
     out["first_slowest_by_system"] = {
         s: min((int(m) for m in prim[(prim.p == 8) & (prim.system == s)].m
@@ -250,6 +264,13 @@ def finding2(ds, spec) -> Finding:
     out["prim"] = prim
     out["abw"] = abw
     return Finding("f2_chimera_vs_gpipe", "Finding 2: Chimera against GPipe and 1F1B", csv, tables, measured=measured, numbers=out)
+
+
+def rise_span(ms) -> tuple[int, int]:
+    """``(m_top, m_from)`` of "step time rising with m": the largest m, and m = 64 (the paper's
+    "m ≈ 64") where the sweep has it below the largest, else the second largest m."""
+    m_top = max(ms)
+    return m_top, (64 if 64 in ms and 64 < m_top else sorted(ms)[-2])
 
 
 def finding3(ds, spec) -> Finding:
@@ -336,7 +357,7 @@ def finding4(ds, spec) -> Finding:
     d = diagonal(ds).sel(p=8, m=8)
     swept, two = f"hanayo W={PRIMARY_WAVES} (swept)", "hanayo W=2, as swept"
     rows = []
-    for mode in MODES:
+    for mode in spec.comm:
         for s in LABELS:
             tc = float(d.t_sim.sel(schedule="chimera", comm=mode, system=s))
             th = float(d.t_sim.sel(schedule="hanayo", comm=mode, system=s))
@@ -344,9 +365,9 @@ def finding4(ds, spec) -> Finding:
                              idle_chimera=float(d.idle_sim.sel(schedule="chimera", comm=mode, system=s)),
                              idle_hanayo=float(d.idle_sim.sel(schedule="hanayo", comm=mode, system=s))))
     variants = [BASE, NO_GRAD, EQUAL_FB]
-    ch = ablation_frame(spec, "chimera", [8], [8], list(MODES), variants, split="1:1")
+    ch = ablation_frame(spec, "chimera", [8], [8], list(spec.comm), variants, split="1:1")
     for waves in (1, 2):
-        ha = ablation_frame(spec, "hanayo", [8], [8], list(MODES), variants, waves=waves)
+        ha = ablation_frame(spec, "hanayo", [8], [8], list(spec.comm), variants, waves=waves)
         for (v, mode, s), grp in ha.groupby(["variant", "mode", "system"]):
             if waves == 1 and v == "as swept":
                 continue
@@ -370,7 +391,7 @@ def finding4(ds, spec) -> Finding:
         (f"Hanayo W = 2 (two waves), {PRIMARY}", markdown(view(two, PRIMARY), "{:.2f}")),
     ]
     comp = df.pivot_table(index="system", columns=["variant", "mode"], values="diff_pct").reindex(LABELS)
-    keep = [(swept, m) for m in MODES] + [(two, m) for m in MODES] + \
+    keep = [(swept, m) for m in spec.comm] + [(two, m) for m in spec.comm] + \
            [("hanayo W=1, no grad sync", PRIMARY), ("hanayo W=1, t_b = t_f", PRIMARY)]
     comp = comp[keep]
     comp.columns = [f"{v.replace('hanayo ', '').replace(' (swept)', '').replace(', as swept', '')}, {m}" for v, m in comp.columns]
@@ -381,7 +402,7 @@ def finding4(ds, spec) -> Finding:
     fast_mid = [s.label for s in SYSTEMS if s.network in ("fast", "mid")]
     measured: dict[str, dict[str, pd.Series]] = {"4-time": {}, "4-idle-chimera": {}, "4-idle-hanayo": {}}
     for variant, suffix in ((swept, ""), (two, ", W = 2")):
-        for mode in MODES:
+        for mode in spec.comm:
             sub = df[(df.variant == variant) & (df["mode"] == mode)].set_index("system")
             measured["4-time"][mode + suffix] = sub.diff_pct.reindex(judged).astype(float)
             measured["4-idle-chimera"][mode + suffix] = (100 * sub.idle_chimera).reindex(fast_mid).astype(float)

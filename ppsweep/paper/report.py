@@ -141,6 +141,7 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
     prim5 = r5["prim"]
     bc = r1["by_class"]
     p, m = 8, 16
+    m_top, m_from = r2["m_top"], r2["m_from"]
     alt_2e = ", ".join(f"{table.loc['2e', mode]} in `{mode}`" for mode in MODES if mode != PRIMARY_MODE)
     values: dict[str, Any] = dict(
         model_name=model.name, layers=model.layers, hidden=model.hidden, heads=model.heads, sequence=model.sequence,
@@ -154,7 +155,7 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         primary=PRIMARY_MODE,
         claims_table=claims_table(CLAIMS), summary_table=summary_table(table),
         **cost_facts(spec),
-        m_first=min(spec.m), m_last=max(spec.m),
+        m_first=min(spec.m), m_last=max(spec.m), m_top=m_top, m_from=m_from,
         # finding 1
         free=r1["free_max"], span_table=markdown(r1["span"], index=True),
         worst="; ".join(f"`{mode}` {v[3]:+.1f} % ({v[0]}, p = {v[1]}, m = {v[2]})" for mode, v in sorted(r1["worst"].items())),
@@ -182,10 +183,10 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         rising=", ".join(f"{s} {c} {v:+.2f} %" for s, c, v in rising) or "none",
         abl_rep=markdown(r2["abl_rep"], "{:+.1f}", index=False),
         limit_bubble=100 * (p - 2) / (4 * p - 2),
-        tbf_mid=tbf.loc["mid cp / mid nw", 256], tbf_slow=tbf.loc["slow cp / fast nw", 256],
-        as_mid=asw.loc["mid cp / mid nw", 256], as_slow=asw.loc["slow cp / fast nw", 256],
+        tbf_mid=tbf.loc["mid cp / mid nw", m_top], tbf_slow=tbf.loc["slow cp / fast nw", m_top],
+        as_mid=asw.loc["mid cp / mid nw", m_top], as_slow=asw.loc["slow cp / fast nw", m_top],
         nog_8=nog.loc["fast cp / slow nw", 8], asw_8=asw.loc["fast cp / slow nw", 8],
-        nog_256=nog.loc["fast cp / slow nw", 256], asw_256=asw.loc["fast cp / slow nw", 256],
+        nog_256=nog.loc["fast cp / slow nw", m_top], asw_256=asw.loc["fast cp / slow nw", m_top],
         g2k_8=g2k.loc["fast cp / slow nw", 8], g8_8=g8.loc["fast cp / slow nw", 8],
         g8rise=markdown(r2["g8rise"], "{:+.1f}"),
         # finding 3

@@ -41,6 +41,7 @@ def run(out: Path, overrides: Sequence[str] = (), fresh: bool = False, log: Call
     """
     ds, spec = run_or_load("paper", overrides, fresh, log)
     asym, spec_asym = run_or_load("paper_asym", overrides, fresh, log)
+    findings.check_spec(spec)
     results = [findings.finding1(ds, spec), findings.finding2(ds, spec), findings.finding3(ds, spec),
                findings.finding4(ds, spec), findings.finding5(ds, asym, spec)]
     for k, result in enumerate(results, 1):
