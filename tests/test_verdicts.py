@@ -101,3 +101,18 @@ def test_the_paper_claims_are_unique_and_well_formed():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids))
     assert {c.finding for c in CLAIMS} == {1, 2, 3, 4, 5}
+
+
+def test_no_verdict_words_outside_the_verdict_module():
+    """Every verdict in REPORT.md comes from ``verdict.py``: the report code and template hold none."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = [*sorted((root / "ppsweep" / "paper").glob("*.py")), root / "ppsweep" / "paper" / "report.md.tmpl",
+             root / "scripts" / "reproduce_paper.py"]
+    offenders = [
+        f"{path.name}:{n}" for path in files if path.name != "verdict.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if any(word in line.lower() for word in ("agree", "partly", "reproduces"))
+    ]
+    assert offenders == []
