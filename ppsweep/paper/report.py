@@ -22,7 +22,11 @@ TEMPLATE = Path(__file__).with_name("report.md.tmpl")
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
-    """The claims as a markdown table (the report's Setup)."""
+    """The claims as a markdown table (the report's Setup).
+
+    Args:
+      claims: the claims table (``ppsweep.paper.claims.CLAIMS``).
+    """
     rows = []
     for c in claims:
         if isinstance(c.paper, Mapping):
@@ -38,7 +42,11 @@ def claims_table(claims: Sequence[Claim]) -> str:
 
 
 def summary_table(table: pd.DataFrame) -> str:
-    """The verdict table as markdown: the primary verdict, then every alternative."""
+    """The verdict table as markdown: the primary verdict, then every alternative.
+
+    Args:
+      table: the output of :func:`ppsweep.paper.verdict.verdicts`.
+    """
     fixed = ["statement", "measured", "passed", "cases", "verdict"]
     others = [c for c in table.columns if c not in fixed + ["finding", "choice", "failing"]]
     alternatives = [c for c in others if not c.startswith("tolerance")] + [c for c in others if c.startswith("tolerance")]
@@ -232,5 +240,10 @@ def _t_view(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(values: Mapping[str, Any], template: Path = TEMPLATE) -> str:
-    """The report: ``template`` with ``values`` filled in (``str.format`` fields)."""
+    """The report: ``template`` with ``values`` filled in.
+
+    Args:
+      values: the output of :func:`report_values`.
+      template: the template (``str.format`` fields).
+    """
     return template.read_text().format_map(values)
