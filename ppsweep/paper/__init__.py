@@ -9,6 +9,8 @@ Modules:
   sweeps    the sweeps through the config path, and single-assumption runs;
   findings  one function per finding, returning its tables and measured numbers;
   verdict   the one function that turns claims and measured numbers into verdicts;
+  output    markdown tables and the per-finding CSV/markdown files;
   figures   the PNG figures;
-  report    REPORT.md from ``report.md.tmpl``.
+  report    REPORT.md from ``report.md.tmpl``;
+  reproduce all of it, in order (``reproduce.run``).
 """
