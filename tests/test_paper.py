@@ -27,7 +27,7 @@ def paper():
 @pytest.fixture(scope="module")
 def study(paper):
     """(spec, {(p, m): unit results}) of the reduced study."""
-    spec, _, _ = paper.load_spec("paper", REDUCED)
+    spec = paper.load_plan("paper", REDUCED).spec
     assert spec.schedules == ("gpipe", "1f1b", "chimera")
     units = {(spec.p[i], spec.m[j]): evaluate_unit(spec, i, j) for i, j in spec.units()}
     return spec, units
@@ -38,7 +38,7 @@ def value(spec, units, name, schedule, p, m, variable):
 
 
 def test_paper_sweep_config_is_the_study(paper):
-    spec, _, _ = paper.load_spec("paper", [])
+    spec = paper.load_plan("paper", []).spec
     assert spec.schedules == ("gpipe", "1f1b", "chimera", "hanayo")
     assert spec.p == (4, 8) and spec.m == (8, 16, 32, 64, 128, 256)
     assert spec.comm == ("overlap", "blocking", "contention") and spec.comm_axis

@@ -13,7 +13,7 @@ import pytest
 
 from ppsweep.paper import findings, reproduce
 from ppsweep.paper.claims import CLAIMS
-from ppsweep.paper.sweeps import load_spec, run_or_load
+from ppsweep.paper.sweeps import load_plan, run_or_load
 from ppsweep.paper.systems import SYSTEMS
 from ppsweep.paper.verdict import verdicts
 
@@ -155,10 +155,10 @@ def test_verdicts_of_the_reduced_study(study):
 
 
 def test_a_sweep_without_what_the_findings_read_is_refused():
-    spec, _, _ = load_spec("paper", ["p=[4]"])
+    spec = load_plan("paper", ["p=[4]"]).spec
     with pytest.raises(ValueError, match="p: must include 8"):
         findings.check_spec(spec)
-    spec, _, _ = load_spec("paper", ["comm.mode=[overlap]"])
+    spec = load_plan("paper", ["comm.mode=[overlap]"]).spec
     with pytest.raises(ValueError, match="comm.mode: must include 'blocking'"):
         findings.check_spec(spec)
 
@@ -168,7 +168,7 @@ def test_cost_facts_pair_message_and_forward_at_the_same_m():
     compute, at the same m: 2.18× at every m (not 0.21 s against 3.1 ms)."""
     from ppsweep.paper.report import cost_facts
 
-    spec, _, _ = load_spec("paper")
+    spec = load_plan("paper").spec
     facts = cost_facts(spec)
     for m in spec.m:
         b = G / m

@@ -14,29 +14,21 @@ from ppsweep.paper.systems import LABELS, SYSTEMS
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def load_spec(sweep: str, overrides: Sequence[str] = ()) -> tuple[Any, dict, str]:
-    """The validated sweep of ``python -m ppsweep +sweep=<sweep> <overrides>``.
-
-    This is the reproduction's one entry into the config path.
+def load_plan(sweep: str, overrides: Sequence[str] = ()) -> Any:
+    """The validated run of ``python -m ppsweep +sweep=<sweep> <overrides>``, through ppsweep's
+    config path (:func:`ppsweep.config.load_plan`). This is the reproduction's one entry into it.
 
     Args:
       sweep: name of ``conf/sweep/<sweep>.yaml``.
       overrides: Hydra overrides, e.g. ``["p=[4]"]``.
 
     Returns:
-      ``(spec, config, yaml)``: the :class:`~ppsweep.sweep.SweepSpec`, the resolved config as a
-      dict, and its YAML (recorded in the store).
+      The :class:`~ppsweep.config.Plan`: ``spec`` (the SweepSpec), ``path`` (the store; a relative
+      ``results_dir`` is taken from the repository root), ``config_yaml``, ``compilation_cache``.
     """
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from ppsweep.config import load_plan as config_load_plan
 
-    from ppsweep.cli import find_conf_dir  # also registers the ${logspace:...} resolver
-    from ppsweep.sweep import SweepSpec
-
-    with initialize_config_dir(config_dir=str(find_conf_dir()), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"+sweep={sweep}", *overrides])
-    container = OmegaConf.to_container(cfg, resolve=True)
-    return SweepSpec.from_config(container), container, OmegaConf.to_yaml(cfg, resolve=True)
+    return config_load_plan([f"+sweep={sweep}", *overrides], base_dir=ROOT)
 
 
 def run_or_load(sweep: str, overrides: Sequence[str], fresh: bool, log: Callable[[str], None]) -> tuple[Any, Any]:
@@ -52,16 +44,14 @@ def run_or_load(sweep: str, overrides: Sequence[str], fresh: bool, log: Callable
 
     from ppsweep.runner import configure_jax, run_sweep
 
-    spec, container, yaml = load_spec(sweep, overrides)
-    configure_jax(container.get("engine", {}).get("compilation_cache"))
-    path = Path(str(container.get("results_dir", "results")))
-    path = (path if path.is_absolute() else ROOT / path) / f"{spec.name}.zarr"
-    report = run_sweep(spec, path, yaml, overwrite=fresh, progress=False)
+    plan = load_plan(sweep, overrides)
+    configure_jax(plan.compilation_cache)
+    report = run_sweep(plan.spec, plan.path, plan.config_yaml, overwrite=fresh, progress=False)
     if report.units_run:
-        log(f"sweep {sweep}: {report.points_run:,} points in {report.seconds:.1f} s -> {path}")
+        log(f"sweep {sweep}: {report.points_run:,} points in {report.seconds:.1f} s -> {plan.path}")
     else:
-        log(f"sweep {sweep}: {path} already complete, reused")
-    return xr.open_zarr(path).load(), spec
+        log(f"sweep {sweep}: {plan.path} already complete, reused")
+    return xr.open_zarr(plan.path).load(), plan.spec
 
 
 def diagonal(ds) -> Any:
