@@ -1,4 +1,4 @@
-"""The communication rules of the engine, written once (SPEC section 4, README "Timing rules").
+"""The communication rules of the engine, written once (docs/contract.md §4, README "Timing rules").
 
 Both evaluation methods of the engine -- the max-plus scan (:mod:`ppsweep.engine`) and the
 envelope builder (:mod:`ppsweep.envelope`) -- call the functions here. They differ only in what a
@@ -48,7 +48,7 @@ def message_time(alpha: Any, wire: Any) -> Any:
 
 @dataclass(frozen=True)
 class RingAllReduce:
-    """Ring all-reduce over ``n`` holders: ``steps = 2(n-1)`` messages of ``bytes/n`` each (SPEC section 3)."""
+    """Ring all-reduce over ``n`` holders: ``steps = 2(n-1)`` messages of ``bytes/n`` each (docs/contract.md §3)."""
 
     n: int
 

@@ -1,9 +1,9 @@
-"""The cost model (SPEC section 3): seconds and bytes from a model, a system and a table.
+"""The cost model (docs/contract.md §3): seconds and bytes from a model, a system and a table.
 
 Durations never come from the table; the table only says which stage runs where and how large
 each stage is (``stage_fractions``, the share of the model's layers it holds).
 
-Choices where the SPEC is silent (also in the README):
+Choices where the contract is silent (also in the README):
 
 - Compute counts the transformer layers only (embedding and LM head add memory, not time).
 - Bytes moved by one layer's forward = its weights (``params_per_layer · bytes_per_value``)
@@ -42,7 +42,7 @@ def _from_mapping(cls, kind: str, values: Mapping[str, Any]):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A Megatron-style decoder (SPEC section 3).
+    """A Megatron-style decoder (docs/contract.md §3).
 
     Attributes:
       name: label.
@@ -108,7 +108,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """A system: compute roofline and network (SPEC section 3).
+    """A system: compute roofline and network (docs/contract.md §3).
 
     Attributes:
       name: label.
@@ -260,7 +260,7 @@ class StageCosts:
 
 
 def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, peak_flops: Any = None) -> StageCosts:
-    """Compute seconds and bytes of every stage of ``table`` (SPEC section 3).
+    """Compute seconds and bytes of every stage of ``table`` (docs/contract.md §3).
 
     Args:
       model, system: the configs.

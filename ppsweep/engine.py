@@ -1,4 +1,4 @@
-"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (SPEC section 4).
+"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (docs/contract.md §4).
 
 ``simulate(table, costs, mode)`` runs every point of a broadcast grid of :class:`~ppsweep.engine_costs.Costs`
 at once (``simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode, ...)`` builds the costs from
@@ -131,7 +131,7 @@ def simulate(
       alpha: message latency, s (>= 0).
       beta: bandwidth, bytes/s (> 0; ``inf`` for free transfers).
       msg_bytes: bytes of one point-to-point message (>= 0).
-      mode: one of :data:`MODES` (SPEC section 4).
+      mode: one of :data:`MODES` (docs/contract.md §4).
       t_i, t_w: input- and weight-gradient seconds where the backward is split (default ``t_b/2``).
       grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
       t_opt: optimizer update seconds per worker (0: none).

@@ -1,4 +1,4 @@
-"""Operations of a pipeline schedule and the data dependencies between them (SPEC section 2).
+"""Operations of a pipeline schedule and the data dependencies between them (docs/contract.md §2).
 
 An operation is ``(kind, micro, stage)``: a forward (F), full backward (B), input-gradient (I)
 or weight-gradient (W) pass of one microbatch through one model stage. Stages are numbered
@@ -87,7 +87,7 @@ def frees_activation(op: Op) -> bool:
 
 
 def dependencies(op: Op, n_stages: int, split_backward: SplitBackward) -> list[Op]:
-    """Operations whose results ``op`` needs (SPEC section 2).
+    """Operations whose results ``op`` needs (docs/contract.md §2).
 
     Args:
       op: the consuming operation (a pair needs what its two halves need).

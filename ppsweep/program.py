@@ -1,4 +1,4 @@
-"""Compile a schedule table into the static index arrays the engine scans (SPEC section 4).
+"""Compile a schedule table into the static index arrays the engine scans (docs/contract.md §4).
 
 Everything here depends on the table alone, never on the swept costs, so it is computed once
 per table and shared by every point that uses it.

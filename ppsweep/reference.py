@@ -1,7 +1,7 @@
-"""Plain, slow reference simulator of communication-aware execution (SPEC section 4).
+"""Plain, slow reference simulator of communication-aware execution (docs/contract.md §4).
 
-This module re-implements the timing rules of SPEC section 4 and of the README section
-"Timing rules chosen where the SPEC is silent" as a step-by-step simulation in plain Python,
+This module re-implements the timing rules of docs/contract.md §4 and of the README section
+"Timing rules chosen where the contract is silent" as a step-by-step simulation in plain Python,
 one point at a time. It shares no code with the vectorized engine (``ppsweep/engine.py``) so
 that tests comparing the two check the rules, not one implementation against itself.
 
@@ -35,7 +35,7 @@ Choices made where the README leaves room:
   order). In ``blocking`` they go one after the other: the first leaves when the operation
   ends, each next one when the previous one arrives, and the worker is busy until the last
   one arrives. In ``overlap`` they all leave when the operation ends; in ``contention`` each
-  queues on its own link. (With the dependencies of SPEC section 2 an operation never has more
+  queues on its own link. (With the dependencies of docs/contract.md §2 an operation never has more
   than one cross-worker consumer; an overlapped pair F&B has one per half, and sends both
   halves' messages by this rule when it ends.)
 - A message in ``contention`` starts at the later of its producer's end (candidate 1, the data)
@@ -260,7 +260,7 @@ def reference_simulate(
     fb_overlap: float = 0.0,
     record: bool = False,
 ) -> ReferenceResult:
-    """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
+    """Simulate one step of ``table`` at one point, step by step (docs/contract.md §4, README rules).
 
     Args:
       table: a valid schedule table (any placement, replicas, stages per worker, split backward).

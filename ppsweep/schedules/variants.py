@@ -1,4 +1,4 @@
-"""Schedule variants: ``name@option=value`` labels (SPEC section 5).
+"""Schedule variants: ``name@option=value`` labels (docs/contract.md §5).
 
 A sweep's ``schedule`` coordinate may name a variant, e.g. ``interleaved_1f1b@v=4`` or
 ``chimera@split=1:2``; several options chain with ``@`` (``hanayo@waves=2``,
