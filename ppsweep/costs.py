@@ -121,6 +121,8 @@ class SystemConfig:
       memory_capacity: bytes per worker; a point whose bottleneck worker needs more is invalid
         (None: no cap).
       optimizer_time: seconds of one optimizer update per worker (0: none).
+      fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
+        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``.
     """
 
     peak_flops: float
@@ -131,6 +133,7 @@ class SystemConfig:
     memory_efficiency: float = 1.0
     memory_capacity: float | None = None
     optimizer_time: float = 0.0
+    fb_overlap: float = 0.0
     name: str = "system"
 
     @classmethod
@@ -149,8 +152,27 @@ class SystemConfig:
                 raise ValueError(f"system.{name}: must be in (0, 1], got {value!r}")
         _require("system.latency", self.latency, positive=False)
         _require("system.optimizer_time", self.optimizer_time, positive=False)
+        _require("system.fb_overlap", self.fb_overlap, positive=False)
+        if self.fb_overlap > 1:
+            raise ValueError(f"system.fb_overlap: must be in [0, 1], got {self.fb_overlap!r}")
         if self.memory_capacity is not None:
             _require("system.memory_capacity", self.memory_capacity, positive=True)
+
+
+def pair_time(t_f: Any, t_b: Any, overlap: Any = 0.0) -> Any:
+    """Duration of an overlapped pair F&B: ``(1 - overlap)·t_f + t_b``.
+
+    Args:
+      t_f: the forward half's time, s (numbers or arrays; numpy broadcasting).
+      t_b: the full-backward half's time, s.
+      overlap: share of the forward half hidden under the backward half, in [0, 1] (the README's
+        ``fb_overlap``; the forward is the shorter half, a third of the pair with B = 2F). Default
+        0: the pair lasts as long as its halves one after the other.
+
+    Returns:
+      The pair's time, s.
+    """
+    return (1.0 - overlap) * t_f + t_b
 
 
 def _require(field: str, value: Any, positive: bool) -> None:
@@ -261,7 +283,8 @@ def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, 
     )
 
 
-def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0) -> "Costs":
+def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0,
+                 fb_overlap: Any = 0.0) -> "Costs":
     """The engine's :class:`~ppsweep.engine_costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
 
     Args:
@@ -270,6 +293,7 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
       t_opt: optimizer update seconds per worker (0: none).
       point_axes: axes that follow the compute axis in the point shape (the per-stage arrays get
         length-1 axes there).
+      fb_overlap: share of an overlapped pair's forward hidden under its backward (:func:`pair_time`).
 
     Returns:
       The validated :class:`~ppsweep.engine_costs.Costs` (``simulate(table, costs, mode)``).
@@ -280,4 +304,5 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
         return a.reshape(a.shape[:1] + (1,) * point_axes + a.shape[1:])
 
     return Costs.of(costs.t_f.shape[-1], stage(costs.t_f), stage(costs.t_b), alpha, beta, costs.msg_bytes,
-                    t_i=stage(costs.t_i), t_w=stage(costs.t_w), grad_bytes=costs.grad_bytes, t_opt=t_opt)
+                    t_i=stage(costs.t_i), t_w=stage(costs.t_w), grad_bytes=costs.grad_bytes, t_opt=t_opt,
+                    fb_overlap=fb_overlap)

@@ -205,9 +205,18 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
             "fingerprint": identity,
             "created": _now(),
             "complete": False,
+            "schedule_options": _schedule_options(spec),
         }
     )
     _consolidate(path)
+
+
+def _schedule_options(spec: SweepSpec) -> str:
+    """JSON: every schedule coordinate value (a name or variant label) -> its resolved options."""
+    from ppsweep.build import resolve_options
+
+    resolved = {name: resolve_options(name, spec.options_for(name)) for name in spec.schedules}
+    return json.dumps(resolved, sort_keys=True, default=str)
 
 
 def open_for_sweep(

@@ -76,7 +76,7 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, xr.DataArray]:
     costs = stage_costs(spec.model, spec.system, table, peak_flops=spec.compute)
     # Axes: compute (or 1) × bandwidth × latency.
     point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
-                         t_opt=spec.system.optimizer_time, point_axes=2)
+                         t_opt=spec.system.optimizer_time, fb_overlap=spec.system.fb_overlap, point_axes=2)
     per_mode = []
     for mode in spec.comm:
         result = simulate(table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False)
