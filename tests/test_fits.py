@@ -79,3 +79,11 @@ def test_bad_requests():
         fits_mask(dataset(), capacity=[-1.0])
     with pytest.raises(AnalysisError, match="over: 'comm' is not a dimension of t_sim"):
         fastest_that_fits(dataset(), capacity=1e11, over=["comm"])
+
+
+def test_map_is_written(tmp_path):
+    from ppsweep.analysis.fits import plot_fits_map
+
+    result = fastest_that_fits(dataset(), capacity=[100e9, 80e9, 25e9, 10e9])
+    path = plot_fits_map(result, tmp_path / "fits_map.png")
+    assert path.stat().st_size > 1000

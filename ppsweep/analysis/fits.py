@@ -159,3 +159,72 @@ def fit_summary(result: xr.Dataset, by: Sequence[str] = ("p", CAPACITY)) -> list
         rows.append({**{d: g.item() if hasattr(g, "item") else g for d, g in group.items()}, "shares": shares,
                      "median_memory_cost": float(np.median(cost)) if cost.size else float("nan")})
     return rows
+
+
+def plot_fits_map(result: xr.Dataset, path, select: dict | None = None, title: str | None = None):
+    """The fastest option that fits as a map: rows ``p``, columns capacity, ``m`` × bandwidth.
+
+    Hatched cells: the cap changed the fastest option (``fit_changes_winner``); white: nothing
+    fits. Any other dimension (latency, comm, compute, ...) is taken at ``select`` (label
+    values), else at its middle value.
+
+    Args:
+      result: :func:`fastest_that_fits`'s dataset.
+      path: the PNG file to write.
+      select: values of the other dimensions, e.g. ``{"latency": 5e-7}``.
+      title: the figure's title.
+
+    Returns:
+      The path written.
+    """
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    from ppsweep.plots import _edges, _figure, _save, _schedule_color
+
+    select = dict(select or {})
+    keep = ("p", CAPACITY, "m", "bandwidth")
+    for dim in result["choice"].dims:
+        if dim not in keep and dim not in select:
+            select[dim] = result[dim].values[len(result[dim]) // 2]
+    part = result.sel(select).sortby("bandwidth")
+    choice = part["choice"].transpose(*keep).values
+    changed = part["fit_changes_winner"].transpose(*keep).values
+    labels = [str(v) for v in result["option_label"].values]
+    present = sorted(int(c) for c in np.unique(choice) if c >= 0)
+    index = {c: k for k, c in enumerate(present)}
+    P, C = part.sizes["p"], part.sizes[CAPACITY]
+    m_values = part["m"].values
+    bw_edges, bw_log = _edges(part["bandwidth"].values)
+    m_edges = np.arange(len(m_values) + 1) - 0.5
+    fig = _figure(2.9 * C + 0.6, 1.9 * P + 1.3)
+    axes = fig.subplots(P, C, squeeze=False, sharex=True, sharey=True)
+    cmap = ListedColormap([_schedule_color(c) for c in present] or ["white"])
+    for i in range(P):
+        for j in range(C):
+            ax = axes[i, j]
+            grid = np.full(choice[i, j].shape, np.nan)
+            for code, k in index.items():
+                grid[choice[i, j] == code] = k
+            ax.pcolormesh(bw_edges, m_edges, np.ma.masked_invalid(grid), cmap=cmap,
+                          vmin=-0.5, vmax=max(len(present), 1) - 0.5, shading="flat")
+            hatch = changed[i, j].astype(bool)
+            if hatch.any():
+                ax.pcolor(bw_edges, m_edges, np.ma.masked_where(~hatch, hatch.astype(float)),
+                          cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0)
+            if bw_log:
+                ax.set_xscale("log")
+            ax.set_yticks(np.arange(len(m_values)), [str(int(v)) for v in m_values])
+            ax.set_title(f"p={int(part['p'].values[i])}, cap {part[CAPACITY].values[j] / 1e9:.0f} GB", fontsize=9)
+            if i == P - 1:
+                ax.set_xlabel("bandwidth (B/s)")
+            if j == 0:
+                ax.set_ylabel("m")
+    handles = [Patch(facecolor=_schedule_color(c), label=labels[c]) for c in present]
+    handles.append(Patch(facecolor="white", edgecolor="black", label="nothing fits"))
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="cap changes the winner"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8,
+               title="fastest that fits", title_fontsize=8)
+    where = ", ".join(f"{d}={v:.3g}" if isinstance(v, (float, np.floating)) else f"{d}={v}" for d, v in select.items())
+    fig.suptitle((title or "Fastest schedule that fits") + (f" ({where})" if where else ""), fontsize=10)
+    return _save(fig, path)
