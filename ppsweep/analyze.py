@@ -47,6 +47,7 @@ from ppsweep.analysis import (
     summarize,
     winner_label,
 )
+from ppsweep.analysis.fits import fits_report, plot_fits_map
 from ppsweep.store import IncompleteStoreWarning, describe
 
 
@@ -222,12 +223,17 @@ def run(argv: list[str] | None = None) -> str:
             print(f"warning: {w.message}", file=sys.stderr)
     result = stability(dataset)
     text = report(dataset, result, path)
+    fit_lines, fit_result = fits_report(dataset)  # stores with a memory_capacity axis
+    if fit_lines:
+        text += "\n\n" + "\n".join(fit_lines)
     if not args.no_figures:
         from ppsweep.plots import write_figures
 
         out = Path(args.figures) if args.figures else figures_dir(path)
         try:
             paths = write_figures(dataset, result, out)
+            if fit_result is not None:
+                paths.append(plot_fits_map(fit_result, out / "fits_map.png"))
         except OSError as error:
             raise UsageError(f"cannot write figures to {out}: {error.strerror or error}") from None
         text += "\n\nFigures:\n" + "\n".join(f"  {p}" for p in paths)

@@ -228,3 +228,22 @@ def plot_fits_map(result: xr.Dataset, path, select: dict | None = None, title: s
     where = ", ".join(f"{d}={v:.3g}" if isinstance(v, (float, np.floating)) else f"{d}={v}" for d, v in select.items())
     fig.suptitle((title or "Fastest schedule that fits") + (f" ({where})" if where else ""), fontsize=10)
     return _save(fig, path)
+
+
+def fits_report(dataset: xr.Dataset) -> tuple[list[str], xr.Dataset | None]:
+    """The ``analyze`` command's section for a store with a capacity axis (``fits``).
+
+    Args:
+      dataset: the results dataset.
+
+    Returns:
+      The report lines and :func:`fastest_that_fits`'s dataset; ``([], None)`` without ``fits``.
+    """
+    if "fits" not in dataset:
+        return [], None
+    result = fastest_that_fits(dataset)
+    lines = ["Fastest option that fits (share of points per p and capacity; memory cost: median t_fit/t_free - 1):"]
+    for row in fit_summary(result):
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in sorted(row["shares"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"  p={row['p']}, {row[CAPACITY] / 1e9:.0f} GB: {shares}; memory cost {row['median_memory_cost']:+.1%}")
+    return lines, result
