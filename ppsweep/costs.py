@@ -55,6 +55,9 @@ def _from_mapping(cls, kind: str, values: Mapping[str, Any]):
 
 #: Accepted values of ``model.recompute``.
 RECOMPUTE_MODES = ("none", "selective", "full")
+#: Accepted values of ``model.mlp`` and ``model.norm``.
+MLP_KINDS = ("gelu", "swiglu")
+NORM_KINDS = ("layernorm", "rmsnorm")
 #: Accepted names of ``model.stage_layers`` (besides an explicit list of layers per stage).
 STAGE_LAYER_RULES = ("uniform", "balanced")
 
@@ -80,6 +83,11 @@ class ModelConfig:
       stage_layers: layers per stage: ``uniform`` (the schedule's own split), ``balanced``
         (stage 0 and ``S-1`` give up layers for the embedding's and LM head's FLOPs), or an
         explicit list of ``S`` layer counts summing to ``layers``.
+      ffn_hidden: ``f``, the MLP's inner size (None: ``4h``).
+      kv_heads: key/value heads (None: ``heads``; fewer: grouped-query attention).
+      mlp: ``gelu`` (two matrices) or ``swiglu`` (gated: three matrices, Llama-style).
+      biases: True: every linear layer has a bias (GPT); False: none (Llama).
+      norm: ``layernorm`` (weight and bias) or ``rmsnorm`` (weight only).
     """
 
     layers: int
@@ -94,6 +102,11 @@ class ModelConfig:
     flash_attention: bool = False
     head_compute: bool = False
     stage_layers: Any = "uniform"
+    ffn_hidden: int | None = None
+    kv_heads: int | None = None
+    mlp: str = "gelu"
+    biases: bool = True
+    norm: str = "layernorm"
     name: str = "model"
 
     def __post_init__(self) -> None:
@@ -113,7 +126,15 @@ class ModelConfig:
             _require(f"model.{name}", getattr(self, name), positive=False)
         if self.recompute not in RECOMPUTE_MODES:
             raise ValueError(f"model.recompute: must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}")
-        for name in ("flash_attention", "head_compute"):
+        for name in ("ffn_hidden", "kv_heads"):
+            if getattr(self, name) is not None:
+                _require(f"model.{name}", getattr(self, name), positive=True)
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError(f"model.kv_heads: must divide model.heads = {self.heads}, got {self.kv_heads!r}")
+        for name, accepted in (("mlp", MLP_KINDS), ("norm", NORM_KINDS)):
+            if getattr(self, name) not in accepted:
+                raise ValueError(f"model.{name}: must be one of {', '.join(accepted)}, got {getattr(self, name)!r}")
+        for name in ("flash_attention", "head_compute", "biases"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"model.{name}: must be true or false, got {getattr(self, name)!r}")
         rule = self.stage_layers
@@ -129,9 +150,44 @@ class ModelConfig:
 
     # ---- parameters ------------------------------------------------------------------------
     @property
+    def ffn(self) -> float:
+        """``f``, the MLP's inner size (``4h`` unless ``ffn_hidden`` is given)."""
+        return float(4 * self.hidden if self.ffn_hidden is None else self.ffn_hidden)
+
+    @property
+    def kv_hidden(self) -> float:
+        """Width of the keys (and of the values): ``h · kv_heads / heads``."""
+        return float(self.hidden if self.kv_heads is None else self.hidden // self.heads * self.kv_heads)
+
+    @property
+    def matmul_params_per_layer(self) -> float:
+        """Weights of a layer's matrices: ``2h² + 2h·h_kv`` (attention) + ``2hf`` (GeLU) or ``3hf`` (SwiGLU)."""
+        h, f = float(self.hidden), self.ffn
+        return 2.0 * h * h + 2.0 * h * self.kv_hidden + (3.0 if self.mlp == "swiglu" else 2.0) * h * f
+
+    @property
     def params_per_layer(self) -> float:
-        """``12h² + 13h`` parameters per transformer layer."""
-        return 12.0 * self.hidden**2 + 13.0 * self.hidden
+        """Parameters per transformer layer; ``12h² + 13h`` for the default GPT layer.
+
+        Matrices (:attr:`matmul_params_per_layer`), biases (``h + 2h_kv``, ``h``, ``f`` or
+        ``2f``, ``h``) unless ``biases=False``, and two norms of ``2h`` (layernorm) or ``h``.
+        """
+        h, f = float(self.hidden), self.ffn
+        biases = (h + 2.0 * self.kv_hidden) + h + (2.0 if self.mlp == "swiglu" else 1.0) * f + h
+        norms = 2.0 * (2.0 * h if self.norm == "layernorm" else h)
+        return self.matmul_params_per_layer + (biases if self.biases else 0.0) + norms
+
+    @property
+    def activation_values_per_layer(self) -> float:
+        """Korthikanti's ``34`` generalised: bytes per token and ``h`` a layer stores besides the scores.
+
+        Attention ``7h + 4h_kv`` (QKV input, Q, K and V, projection input at 2 bytes, dropout
+        mask at 1), MLP ``3h + 4f`` (GeLU: fc1 input, GeLU input, fc2 input, mask) or ``3h + 6f``
+        (SwiGLU: gate and up outputs too), norms ``4h``; divided by ``h``. 34 for the GPT layer.
+        """
+        h, f = float(self.hidden), self.ffn
+        mlp = 3.0 * h + (6.0 if self.mlp == "swiglu" else 4.0) * f
+        return (7.0 * h + 4.0 * self.kv_hidden + mlp + 4.0 * h) / h
 
     @property
     def embedding_params(self) -> float:
@@ -149,9 +205,9 @@ class ModelConfig:
 
     # ---- one transformer layer -------------------------------------------------------------
     def layer_forward_flops(self, b: Any) -> Any:
-        """``24·b·s·h² + 4·b·s²·h`` FLOPs of one layer's forward for ``b`` sequences."""
+        """``24·b·s·h² + 4·b·s²·h`` FLOPs of one layer's forward for ``b`` sequences (``2·b·s`` per matrix weight)."""
         s, h = self.sequence, self.hidden
-        return b * (24.0 * s * h * h + 4.0 * s * s * h)
+        return b * (2.0 * s * self.matmul_params_per_layer + 4.0 * s * s * h)
 
     def layer_recompute_flops(self, b: Any) -> Any:
         """FLOPs one layer's backward (its I where split) adds for recomputation.
@@ -170,10 +226,10 @@ class ModelConfig:
 
     def layer_produced_bytes(self, b: Any) -> Any:
         """Bytes of the tensors one layer's forward produces: ``sbh(34 + 5as/h)``, flash ``34sbh``."""
-        s, h, a = self.sequence, self.hidden, self.heads
+        s, h, a, c = self.sequence, self.hidden, self.heads, self.activation_values_per_layer
         if self.flash_attention:
-            return 34.0 * s * b * h
-        return s * b * h * (34.0 + 5.0 * a * s / h)
+            return c * s * b * h
+        return s * b * h * (c + 5.0 * a * s / h)
 
     def layer_activation_bytes(self, b: Any, tensor_parallel: int = 1, sequence_parallel: bool = False) -> Any:
         """Bytes of activations one layer stores for its backward (Korthikanti et al. 2022, Table 2).
@@ -189,15 +245,16 @@ class ModelConfig:
           parallelism); ``selective`` or flash attention the same without the ``5as/(ht)``
           term; ``full`` ``2sbh`` (the layer's input; ``/t`` with sequence parallelism).
         """
-        s, h, a = self.sequence, self.hidden, self.heads
+        s, h, a, c = self.sequence, self.hidden, self.heads, self.activation_values_per_layer
         t = tensor_parallel
         if self.recompute == "full":
             return 2.0 * s * b * h / (t if sequence_parallel else 1)
         scores = not self.flash_attention and self.recompute == "none"
         if t == 1:  # Table 2, first row (written as the seed paper does)
-            return s * b * h * (34.0 + 5.0 * a * s / h) if scores else 34.0 * s * b * h
+            return s * b * h * (c + 5.0 * a * s / h) if scores else c * s * b * h
+        # Norms, dropout masks and the QKV and fc1 inputs (10sbh) are not split without sequence parallelism.
         replicated = 10.0 / t if sequence_parallel else 10.0
-        return s * b * h * (replicated + 24.0 / t + (5.0 * a * s / (h * t) if scores else 0.0))
+        return s * b * h * (replicated + (c - 10.0) / t + (5.0 * a * s / (h * t) if scores else 0.0))
 
     def layer_forward_bytes(self, b: Any) -> Any:
         """Bytes one layer's forward moves through memory: its weights plus the tensors it produces."""
@@ -214,8 +271,10 @@ class ModelConfig:
 
     def layer_pending_bytes(self, b: Any) -> Any:
         """Bytes one layer holds from its I until its W (split backward; module docstring)."""
-        values = 9.0 + (7.0 if self.recompute == "full" else 0.0)
-        return values * self.sequence * b * self.hidden * self.bytes_per_value
+        h, f = float(self.hidden), self.ffn
+        gradients = (h + 2.0 * self.kv_hidden) + h + (2.0 if self.mlp == "swiglu" else 1.0) * f + h  # 9h
+        inputs = 3.0 * h + f if self.recompute == "full" else 0.0  # 7h
+        return (gradients + inputs) * self.sequence * b * self.bytes_per_value
 
     # ---- embedding and LM head (with head_compute) ----------------------------------------
     def embedding_forward_bytes(self, b: Any) -> Any:

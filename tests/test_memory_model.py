@@ -204,6 +204,11 @@ def test_explicit_stage_layers():
         ({"stage_layers": "even"}, "model.stage_layers: must be one of uniform, balanced"),
         ({"stage_layers": [4, 3]}, "model.stage_layers: an explicit list must sum to model.layers = 8"),
         ({"stage_layers": [9, -1]}, r"model.stage_layers\[1\]"),
+        ({"kv_heads": 3}, "model.kv_heads: must divide model.heads = 16"),
+        ({"ffn_hidden": 0}, "model.ffn_hidden"),
+        ({"mlp": "relu"}, "model.mlp: must be one of gelu, swiglu"),
+        ({"norm": "batchnorm"}, "model.norm: must be one of layernorm, rmsnorm"),
+        ({"biases": "no"}, "model.biases: must be true or false"),
     ],
 )
 def test_bad_memory_options(changes, message):

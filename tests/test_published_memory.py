@@ -111,3 +111,31 @@ def test_gpt3_175b_parameter_count():
     model = load("gpt3_175b")
     assert model.total_params == 96 * (12 * 12288**2 + 13 * 12288) + 2 * 51200 * 12288
     assert model.total_params == pytest.approx(175.0e9, rel=0.002)
+
+
+def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> ModelConfig:
+    return ModelConfig(layers=layers, hidden=hidden, heads=heads, sequence=4096, vocab=32000, global_batch=1,
+                       ffn_hidden=ffn, kv_heads=kv_heads, mlp="swiglu", biases=False, norm="rmsnorm")
+
+
+def test_llama2_parameter_counts():
+    """Touvron et al. 2023 (Llama 2), Table 1 / model cards: 7B (6.74B), 13B (13.02B), 70B (68.98B with GQA, 8 KV heads).
+
+    Per layer 2h² + 2h·h_kv + 3hf + 2h (SwiGLU, no biases, RMSNorm); untied embedding and head
+    (32000·h each); the final norm (h) is the only part the model leaves out.
+    """
+    for model, published in (
+        (llama(32, 4096, 32, 32, 11008), 6_738_415_616),
+        (llama(40, 5120, 40, 40, 13824), 13_015_864_320),
+        (llama(80, 8192, 64, 8, 28672), 68_976_648_192),
+    ):
+        assert model.total_params + model.hidden == published
+
+
+def test_llama_layer_activations_and_flops():
+    """The 34 of Korthikanti et al. generalised: 7h + 4h_kv + (3h + 6f) + 4h per token (SwiGLU), by hand."""
+    model = llama(80, 8192, 64, 8, 28672)
+    h, kv, f = 8192, 1024, 28672
+    assert model.activation_values_per_layer == (7 * h + 4 * kv + 3 * h + 6 * f + 4 * h) / h  # = 35.5
+    assert model.layer_forward_flops(1.0) == 2 * 4096 * (2 * h * h + 2 * h * kv + 3 * h * f) + 4 * 4096**2 * h
+    assert model.layer_pending_bytes(1.0) == (h + 2 * kv + h + 2 * f + h) * 4096 * 2
