@@ -87,3 +87,13 @@ def test_map_is_written(tmp_path):
     result = fastest_that_fits(dataset(), capacity=[100e9, 80e9, 25e9, 10e9])
     path = plot_fits_map(result, tmp_path / "fits_map.png")
     assert path.stat().st_size > 1000
+
+
+def test_recompute_cost():
+    from ppsweep.analysis.fits import recompute_cost
+
+    cost = recompute_cost(dataset()).sel(recompute="full").squeeze(["p", "m", "latency"]).transpose("schedule", "bandwidth")
+    assert cost.values[:2] == pytest.approx(np.array([[0.3, 0.3], [1.9 / 1.5 - 1, 1.9 / 1.5 - 1]]))
+    assert np.isnan(cost.values[2]).all()  # c cannot run
+    with pytest.raises(AnalysisError, match="baseline: must be one of none, full"):
+        recompute_cost(dataset(), baseline="selective")

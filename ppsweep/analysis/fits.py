@@ -247,3 +247,26 @@ def fits_report(dataset: xr.Dataset) -> tuple[list[str], xr.Dataset | None]:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in sorted(row["shares"].items(), key=lambda kv: -kv[1]))
         lines.append(f"  p={row['p']}, {row[CAPACITY] / 1e9:.0f} GB: {shares}; memory cost {row['median_memory_cost']:+.1%}")
     return lines, result
+
+
+def recompute_cost(dataset: xr.Dataset, baseline: str = "none") -> xr.DataArray:
+    """What recomputation costs in step time: ``t_sim / t_sim(recompute=baseline) - 1``.
+
+    Args:
+      dataset: a results dataset with a ``recompute`` dimension.
+      baseline: the mode compared against.
+
+    Returns:
+      The relative step-time increase over every dimension of ``t_sim`` (NaN where invalid).
+
+    Raises:
+      AnalysisError: no ``recompute`` dimension, or ``baseline`` is not one of its values.
+    """
+    if "recompute" not in dataset["t_sim"].dims:
+        raise AnalysisError("recompute: the store has no recompute dimension")
+    modes = [str(v) for v in dataset["recompute"].values]
+    if baseline not in modes:
+        raise AnalysisError(f"baseline: must be one of {', '.join(modes)}, got {baseline!r}")
+    usable = dataset["valid"].astype(bool) & dataset["done"].astype(bool)
+    t = dataset["t_sim"].where(usable)
+    return (t / t.sel(recompute=baseline) - 1).assign_attrs(units="1", long_name=f"step time / step time with recompute={baseline} - 1")
