@@ -104,6 +104,28 @@ def _combo_text(dataset: xr.Dataset, combo: dict[str, int], sep: str = " ") -> s
     return sep.join(f"{d}={_value_text(dataset[d].values[k])}" for d, k in combo.items())
 
 
+def category_panel(ax, x_edges: np.ndarray, y_edges: np.ndarray, codes: np.ndarray, index: dict[int, int], cmap, hatch: np.ndarray) -> None:
+    """One panel of a category map: cell ``(y, x)`` coloured by ``index[codes[y, x]]``, hatched where ``hatch``.
+
+    Args:
+      ax: the axes.
+      x_edges, y_edges: cell edges.
+      codes: ``(len(y), len(x))`` category codes; codes missing from ``index`` stay blank.
+      index: code -> colour index into ``cmap``.
+      cmap: a ListedColormap with one colour per index.
+      hatch: boolean ``(len(y), len(x))``.
+    """
+    grid = np.full(codes.shape, np.nan)
+    for code, k in index.items():
+        grid[codes == code] = k
+    ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=max(cmap.N, 1) - 0.5, shading="flat")
+    if hatch.any():
+        ax.pcolor(
+            x_edges, y_edges, np.ma.masked_where(~hatch, hatch.astype(float)),
+            cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
+        )
+
+
 def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.PathLike, max_files: int = 12) -> list[Path]:
     """Winner maps over bandwidth × latency, one panel per ``(p, m)``, one file per extra-axis value.
 
@@ -140,16 +162,7 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
         for i in range(P):
             for j in range(M):
                 ax = axes[i, j]
-                grid = np.full(codes[i, j].shape, np.nan)
-                for code, k in index.items():
-                    grid[codes[i, j] == code] = k
-                ax.pcolormesh(bw_edges, lat_edges, np.ma.masked_invalid(grid).T, cmap=cmap, vmin=-0.5, vmax=max(len(colors), 1) - 0.5, shading="flat")
-                flip = np.asarray(flips.values[i, j]) == 1
-                if flip.any():
-                    ax.pcolor(
-                        bw_edges, lat_edges, np.ma.masked_where(~flip, flip.astype(float)).T,
-                        cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
-                    )
+                category_panel(ax, bw_edges, lat_edges, codes[i, j].T, index, cmap, np.asarray(flips.values[i, j]).T == 1)
                 if bw_log:
                     ax.set_xscale("log")
                 if lat_log:

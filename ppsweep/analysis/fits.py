@@ -180,7 +180,7 @@ def plot_fits_map(result: xr.Dataset, path, select: dict | None = None, title: s
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    from ppsweep.plots import _edges, _figure, _save, _schedule_color
+    from ppsweep.plots import _edges, _figure, _save, _schedule_color, category_panel
 
     select = dict(select or {})
     keep = ("p", CAPACITY, "m", "bandwidth")
@@ -203,15 +203,7 @@ def plot_fits_map(result: xr.Dataset, path, select: dict | None = None, title: s
     for i in range(P):
         for j in range(C):
             ax = axes[i, j]
-            grid = np.full(choice[i, j].shape, np.nan)
-            for code, k in index.items():
-                grid[choice[i, j] == code] = k
-            ax.pcolormesh(bw_edges, m_edges, np.ma.masked_invalid(grid), cmap=cmap,
-                          vmin=-0.5, vmax=max(len(present), 1) - 0.5, shading="flat")
-            hatch = changed[i, j].astype(bool)
-            if hatch.any():
-                ax.pcolor(bw_edges, m_edges, np.ma.masked_where(~hatch, hatch.astype(float)),
-                          cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0)
+            category_panel(ax, bw_edges, m_edges, choice[i, j], index, cmap, changed[i, j].astype(bool))
             if bw_log:
                 ax.set_xscale("log")
             ax.set_yticks(np.arange(len(m_values)), [str(int(v)) for v in m_values])
