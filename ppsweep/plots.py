@@ -183,8 +183,8 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
 
 
 def _masked_table(dataset: xr.Dataset, name: str) -> np.ndarray:
-    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done."""
-    values = np.asarray(dataset[name].values, dtype=float)
+    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done (first value of any other dimension, e.g. ``recompute``)."""
+    values = np.asarray(dataset[name].isel({d: 0 for d in dataset[name].dims if d not in ("schedule", "p", "m")}).values, dtype=float)
     ok = np.asarray(dataset["valid"].values, dtype=bool) & np.asarray(dataset["done"].values, dtype=bool)[None]
     return np.where(ok, values, np.nan)
 
@@ -293,7 +293,8 @@ def plot_memory(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
     handles += [Patch(facecolor="grey", label="persistent"), Patch(facecolor="grey", alpha=0.4, label="+ peak activations")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-    fig.suptitle("Peak memory of the bottleneck worker", fontsize=10)
+    extra = {d: 0 for d in dataset["persistent_bytes"].dims if d not in ("schedule", "p", "m")}
+    fig.suptitle("Peak memory of the bottleneck worker" + (f", {_combo_text(dataset, extra)}" if extra else ""), fontsize=10)
     return _save(fig, Path(out_dir) / "memory.png")
 
 
