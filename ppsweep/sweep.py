@@ -1,7 +1,7 @@
 """Sweeps: a grid of points, cut into units of work, each evaluated at all three levels.
 
 A :class:`SweepSpec` (:mod:`ppsweep.config`) is the validated form of a sweep's config. Its grid
-has the dimensions ``schedule × p × m [× comm] [× compute] × bandwidth × latency``. One **unit** of work is one
+has the dimensions ``schedule × p × m [× recompute] [× comm] [× compute] × bandwidth × latency`` (and ``memory_capacity`` for ``fits``). One **unit** of work is one
 ``(p, m)`` pair with every schedule, mode, compute value, bandwidth and latency: it builds each
 schedule's table once, runs the engine over all the unit's points that share it, and ranks the
 schedules point by point. A unit is also one chunk of the store (:mod:`ppsweep.store`).
