@@ -15,25 +15,15 @@ from ppsweep.engine import simulate
 from ppsweep.runner import run_sweep
 from ppsweep.sweep import SweepSpec
 
-MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
-SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
+from test_sweep_store import SYSTEM, config as store_config  # tests/ is on sys.path (pytest's rootdir import)
 
 
 def config(**overrides):
-    cfg = {
-        "name": "fits_test",
-        "schedules": ["gpipe", "1f1b"],
-        "p": [2, 4],
-        "m": [4, 8],
-        "bandwidth": [1e9, 1e11],
-        "latency": [1e-6],
-        "model": MODEL,
-        "system": SYSTEM,
-        "recompute": ["none", "full"],
-        "memory_capacity": [2e9, 4e9],
-    }
-    cfg.update(overrides)
-    return cfg
+    """The store tests' sweep with both new axes and a smaller grid."""
+    return store_config(**{
+        "name": "fits_test", "bandwidth": [1e9, 1e11], "latency": [1e-6],
+        "recompute": ["none", "full"], "memory_capacity": [2e9, 4e9], **overrides,
+    })
 
 
 def test_recompute_and_capacity_dimensions(tmp_path):
