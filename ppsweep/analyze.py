@@ -23,7 +23,12 @@ and writes the figures of :func:`ppsweep.plots.write_figures` beside the store
 store) prints one line ``error: ...`` and exits with 2. An unfinished store is analysed with a
 warning; its missing units are left out.
 
-For one schedule's Gantt chart or Chrome trace at one point, see ``python -m ppsweep.trace``.
+For one schedule's Gantt chart or Chrome trace at one point, see ``python -m ppsweep.trace``;
+for an interactive page of a store, ``python -m ppsweep.explore``.
+
+Naming: this module is the *command line* only (parsing, the text report, the figures); the
+computations live in the library :mod:`ppsweep.analysis`. ``python -m ppsweep.analysis`` runs this
+same command (``ppsweep/analysis/__main__.py`` calls :func:`main`).
 """
 
 from __future__ import annotations
@@ -226,7 +231,7 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
-    result = stability(dataset)
+    result = stability(dataset).compute()  # once: the report reads it many times
     text = report(dataset, result, path)
     fit_lines, fit_result = fits_report(dataset)  # stores with a memory_capacity axis
     if fit_lines:

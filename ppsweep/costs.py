@@ -1,10 +1,10 @@
-"""The cost model (SPEC section 3): seconds and bytes from a model, a system and a table.
+"""The cost model (docs/contract.md §3): seconds and bytes from a model, a system and a table.
 
 Durations never come from the table; the table only says which stage runs where and how large
 each stage is (``stage_fractions``, the share of the model's layers it holds, unless the model
 names its own ``stage_layers``).
 
-Choices where the SPEC is silent (also in the README, "Cost model"):
+Choices where the contract is silent (also in the README, "Cost model"):
 
 - By default compute counts the transformer layers only (embedding and LM head add memory, not
   time); ``head_compute=True`` adds the embedding and the LM head with its loss as compute (and
@@ -64,7 +64,7 @@ STAGE_LAYER_RULES = ("uniform", "balanced")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A Megatron-style decoder (SPEC section 3).
+    """A Megatron-style decoder (docs/contract.md §3).
 
     Attributes:
       name: label.
@@ -308,7 +308,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """A system: compute roofline and network (SPEC section 3).
+    """A system: compute roofline and network (docs/contract.md §3).
 
     Attributes:
       name: label.
@@ -526,7 +526,7 @@ class StageCosts:
 
 
 def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, peak_flops: Any = None) -> StageCosts:
-    """Compute seconds and bytes of every stage of ``table`` (SPEC section 3).
+    """Compute seconds and bytes of every stage of ``table`` (docs/contract.md §3).
 
     Each operation is one roofline per kernel: the stage's layers (forward; backward twice the
     forward plus the recomputation; I once the forward plus the recomputation; W once the
@@ -572,3 +572,25 @@ def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, 
         grad_bytes=grad_params * model.bytes_per_value,
         msg_bytes=float(model.message_bytes(b)),
     )
+
+
+def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0) -> "Costs":
+    """The engine's :class:`~ppsweep.engine_costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
+
+    Args:
+      costs: per-stage costs, ``(n, S)`` over a leading compute axis.
+      alpha, beta: latency (s) and bandwidth (bytes/s), broadcastable to ``(n,) + point axes``.
+      t_opt: optimizer update seconds per worker (0: none).
+      point_axes: axes that follow the compute axis in the point shape (the per-stage arrays get
+        length-1 axes there).
+
+    Returns:
+      The validated :class:`~ppsweep.engine_costs.Costs` (``simulate(table, costs, mode)``).
+    """
+    from ppsweep.engine_costs import Costs
+
+    def stage(a: np.ndarray) -> np.ndarray:
+        return a.reshape(a.shape[:1] + (1,) * point_axes + a.shape[1:])
+
+    return Costs.of(costs.t_f.shape[-1], stage(costs.t_f), stage(costs.t_b), alpha, beta, costs.msg_bytes,
+                    t_i=stage(costs.t_i), t_w=stage(costs.t_w), grad_bytes=costs.grad_bytes, t_opt=t_opt)

@@ -1,4 +1,4 @@
-"""Operations of a pipeline schedule and the data dependencies between them (SPEC section 2).
+"""Operations of a pipeline schedule and the data dependencies between them (docs/contract.md §2).
 
 An operation is ``(kind, micro, stage)``: a forward (F), full backward (B), input-gradient (I)
 or weight-gradient (W) pass of one microbatch through one model stage. Stages are numbered
@@ -42,7 +42,7 @@ class Op(NamedTuple):
 
 
 def dependencies(op: Op, n_stages: int, split_backward: bool) -> list[Op]:
-    """Operations whose results ``op`` needs (SPEC section 2).
+    """Operations whose results ``op`` needs (docs/contract.md §2).
 
     Args:
       op: the consuming operation.

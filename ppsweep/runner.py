@@ -7,7 +7,6 @@ bounded by two units whatever the grid's size.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppsweep.config import SweepSpec
+from ppsweep.progress import Progress
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
 from ppsweep.sweep import evaluate_unit
 
@@ -32,7 +32,6 @@ def configure_jax(compilation_cache: str | None) -> None:
         return
     import jax
 
-    jax.config.update("jax_enable_x64", True)
     if compilation_cache:
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -78,7 +77,8 @@ def run_sweep(
       config_yaml: the resolved config for the store's attributes.
       overwrite: recompute from scratch (replaces the whole store: never with a shard's ``units``
         while other shards may be writing).
-      progress: print a progress line per unit to stderr.
+      progress: show progress on stderr (:mod:`ppsweep.progress`: a bar with ETA on a terminal,
+        a line per unit otherwise).
       units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
@@ -98,23 +98,19 @@ def run_sweep(
     start = time.perf_counter()
     writing: Future | None = None
     if pending:
+        bar = Progress(len(pending), points_per_unit) if progress else None
         with ThreadPoolExecutor(max_workers=1) as writer:
-            for done, (i, j) in enumerate(pending, 1):
+            for i, j in pending:
                 results = evaluate_unit(spec, i, j)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(write_unit, group, spec, i, j, results)
-                if progress:
-                    elapsed = time.perf_counter() - start
-                    rate = done * points_per_unit / elapsed
-                    print(
-                        f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
-                        f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                if bar is not None:
+                    bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
             if writing is not None:
                 writing.result()
+        if bar is not None:
+            bar.close()
     seconds = time.perf_counter() - start if pending else 0.0
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())

@@ -1,4 +1,4 @@
-"""The results store: one xarray Dataset in zarr per sweep (SPEC section 5), written unit by unit.
+"""The results store: one xarray Dataset in zarr per sweep (docs/contract.md §5), written unit by unit.
 
 Layout: coordinates are written by xarray; every data variable is created empty (NaN, or False
 for ``valid``) with one chunk per unit of work, and ``done`` ``(p, m)`` records which units are
@@ -43,7 +43,7 @@ from ppsweep.config import DIMENSIONS, SweepSpec, unit_region
 #: Version of the store layout; a store of another format is refused.
 STORE_FORMAT = 1
 
-#: Variables of the results dataset (SPEC section 5): dims kind, units, long name.
+#: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
 #: Dimensions by kind: ``SweepSpec.dims_of(kind)`` ("point", "table", "memory": per recomputation mode).
 VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim": ("point", "s", "simulated step time"),
@@ -330,7 +330,7 @@ def missing_units(dataset: xr.Dataset) -> int:
     return int((~dataset["done"].values).sum())
 
 
-def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> xr.Dataset:
+def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = None) -> xr.Dataset:
     """Open a results store lazily with xarray.
 
     Args:
@@ -338,16 +338,18 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> x
       allow_incomplete: open an unfinished store with an :class:`IncompleteStoreWarning`
         saying how much is missing (its unfinished units read as NaN / not valid); if False,
         raise :class:`StoreError` instead.
+      chunks: passed to :func:`xarray.open_zarr`: None (default) for no dask, ``{}`` for dask
+        arrays with the store's own chunks (one per unit), or a mapping of dimension to size.
 
     Returns:
-      The dataset (dask-free, lazily loaded).
+      The dataset (lazily loaded; dask-backed unless ``chunks`` is None).
     """
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        dataset = xr.open_zarr(str(path), chunks=None)
+        dataset = xr.open_zarr(str(path), chunks=chunks)
     if "done" not in dataset:
         raise StoreError(f"{path}: not a ppsweep results store (no 'done' variable)")
     missing = missing_units(dataset)

@@ -1,4 +1,4 @@
-"""Dense schedule tables: the as-soon-as-possible realization of a per-worker order (SPEC section 2).
+"""Dense schedule tables: the as-soon-as-possible realization of a per-worker order (docs/contract.md §2).
 
 A :class:`ScheduleTable` holds integer arrays of shape ``(p, T)`` (``kind``, ``micro``, ``stage``,
 ``replica``), one row per worker and one column per time slot. An operation lasting ``d`` slots
@@ -189,7 +189,7 @@ class OrderDeadlockError(ValueError):
 
 
 def realize(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
-    """Realize a per-worker order as an as-soon-as-possible table (SPEC section 2).
+    """Realize a per-worker order as an as-soon-as-possible table (docs/contract.md §2).
 
     Each operation starts in the first slot where its worker is free and every input exists;
     there is no communication cost.

@@ -1,4 +1,4 @@
-"""Validity of a schedule table (SPEC section 2).
+"""Validity of a schedule table (docs/contract.md §2).
 
 A valid table contains each operation of each microbatch exactly once, runs at most one
 operation per worker per slot (guaranteed by the dense layout; an operation must fill exactly
@@ -14,7 +14,7 @@ from ppsweep.table import PlacedOp, ScheduleTable
 
 
 class InvalidTableError(ValueError):
-    """A schedule table that breaks a rule of SPEC section 2; the message names the violation."""
+    """A schedule table that breaks a rule of docs/contract.md §2; the message names the violation."""
 
 
 def validate_table(table: ScheduleTable) -> None:

@@ -1,6 +1,6 @@
 """What every schedule generator returns, and how schedules are registered.
 
-A schedule is the per-worker **order** of its operations (SPEC section 2). A generator builds
+A schedule is the per-worker **order** of its operations (docs/contract.md §2). A generator builds
 that order as a :class:`ScheduleOrder`; :func:`ppsweep.table.realize` turns it into the dense
 table. Each schedule lives in its own module with its order, its closed-form formulas and the
 rule saying for which ``(p, m, options)`` it can run.
