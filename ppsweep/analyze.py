@@ -70,6 +70,7 @@ from ppsweep.analysis import (  # noqa: E402
     summarize,
     winner_label,
 )
+from ppsweep.analysis.fits import fits_report, plot_fits_map  # noqa: E402
 from ppsweep.store import IncompleteStoreWarning, describe  # noqa: E402
 
 
@@ -232,12 +233,17 @@ def run(argv: list[str] | None = None) -> str:
             print(f"warning: {w.message}", file=sys.stderr)
     result = stability(dataset).compute()  # once: the report reads it many times
     text = report(dataset, result, path)
+    fit_lines, fit_result = fits_report(dataset)  # stores with a memory_capacity axis
+    if fit_lines:
+        text += "\n\n" + "\n".join(fit_lines)
     if not args.no_figures:
         from ppsweep.plots import write_figures
 
         out = Path(args.figures) if args.figures else figures_dir(path)
         try:
             paths = write_figures(dataset, result, out)
+            if fit_result is not None:
+                paths.append(plot_fits_map(fit_result, out / "fits_map.png"))
         except OSError as error:
             raise UsageError(f"cannot write figures to {out}: {error.strerror or error}") from None
         text += "\n\nFigures:\n" + "\n".join(f"  {p}" for p in paths)

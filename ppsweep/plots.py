@@ -109,6 +109,28 @@ def _combo_text(dataset: xr.Dataset, combo: dict[str, int], sep: str = " ") -> s
     return sep.join(f"{d}={_value_text(dataset[d].values[k])}" for d, k in combo.items())
 
 
+def category_panel(ax, x_edges: np.ndarray, y_edges: np.ndarray, codes: np.ndarray, index: dict[int, int], cmap, hatch: np.ndarray) -> None:
+    """One panel of a category map: cell ``(y, x)`` coloured by ``index[codes[y, x]]``, hatched where ``hatch``.
+
+    Args:
+      ax: the axes.
+      x_edges, y_edges: cell edges.
+      codes: ``(len(y), len(x))`` category codes; codes missing from ``index`` stay blank.
+      index: code -> colour index into ``cmap``.
+      cmap: a ListedColormap with one colour per index.
+      hatch: boolean ``(len(y), len(x))``.
+    """
+    grid = np.full(codes.shape, np.nan)
+    for code, k in index.items():
+        grid[codes == code] = k
+    ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=max(cmap.N, 1) - 0.5, shading="flat")
+    if hatch.any():
+        ax.pcolor(
+            x_edges, y_edges, np.ma.masked_where(~hatch, hatch.astype(float)),
+            cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
+        )
+
+
 def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.PathLike, max_files: int = 12) -> list[Path]:
     """Winner maps over bandwidth × latency, one panel per ``(p, m)``, one file per extra-axis value.
 
@@ -145,16 +167,7 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
         for i in range(P):
             for j in range(M):
                 ax = axes[i, j]
-                grid = np.full(codes[i, j].shape, np.nan)
-                for code, k in index.items():
-                    grid[codes[i, j] == code] = k
-                ax.pcolormesh(bw_edges, lat_edges, np.ma.masked_invalid(grid).T, cmap=cmap, vmin=-0.5, vmax=max(len(colors), 1) - 0.5, shading="flat")
-                flip = np.asarray(flips.values[i, j]) == 1
-                if flip.any():
-                    ax.pcolor(
-                        bw_edges, lat_edges, np.ma.masked_where(~flip, flip.astype(float)).T,
-                        cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
-                    )
+                category_panel(ax, bw_edges, lat_edges, codes[i, j].T, index, cmap, np.asarray(flips.values[i, j]).T == 1)
                 if bw_log:
                     ax.set_xscale("log")
                 if lat_log:
@@ -175,8 +188,8 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
 
 
 def _masked_table(dataset: xr.Dataset, name: str) -> np.ndarray:
-    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done."""
-    values = np.asarray(dataset[name].values, dtype=float)
+    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done (first value of any other dimension, e.g. ``recompute``)."""
+    values = np.asarray(dataset[name].isel({d: 0 for d in dataset[name].dims if d not in ("schedule", "p", "m")}).values, dtype=float)
     ok = np.asarray(dataset["valid"].values, dtype=bool) & np.asarray(dataset["done"].values, dtype=bool)[None]
     return np.where(ok, values, np.nan)
 
@@ -278,7 +291,7 @@ def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
 
 #: The caveat printed under the memory figure.
 MEMORY_CAVEAT = (
-    "Activations as the cost model counts them: every stored microbatch-stage, no recomputation, no offloading; "
+    "Activations as the cost model counts them: every stored microbatch-stage, with the model's recomputation (none by default), no offloading; "
     "without system.memory_capacity no point is marked invalid, so schedules that store all m microbatches "
     "(GPipe) can need more than any device has. Log scale."
 )
@@ -316,7 +329,8 @@ def plot_memory(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
     handles += [Patch(facecolor="grey", label="persistent"), Patch(facecolor="grey", alpha=0.4, label="peak (persistent + activations)")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-    fig.suptitle("Peak memory of the bottleneck worker", fontsize=10)
+    extra = {d: 0 for d in dataset["persistent_bytes"].dims if d not in ("schedule", "p", "m")}
+    fig.suptitle("Peak memory of the bottleneck worker" + (f", {_combo_text(dataset, extra)}" if extra else ""), fontsize=10)
     fig.text(0.01, 0.005, textwrap.fill(MEMORY_CAVEAT, 150), fontsize=7, va="bottom", ha="left", color="#444444")
     fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
     return _save(fig, Path(out_dir) / "memory.png")

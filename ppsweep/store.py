@@ -44,7 +44,7 @@ from ppsweep.config import DIMENSIONS, SweepSpec, unit_region
 STORE_FORMAT = 1
 
 #: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
-#: "table" variables have the dimensions ``SweepSpec.table_dims``; "point" variables ``SweepSpec.point_dims``.
+#: Dimensions by kind: ``SweepSpec.dims_of(kind)`` ("point", "table", "memory": per recomputation mode).
 VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim": ("point", "s", "simulated step time"),
     "throughput": ("point", "sequences/s", "global batch / step time"),
@@ -54,14 +54,21 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "bubble_formula": ("table", "1", "closed-form bubble ratio"),
     "bubble_table": ("table", "1", "idle cells / cells of the idealized table"),
     "length_table": ("table", "slots", "slots of the idealized table"),
-    "peak_activation_bytes": ("table", "bytes", "bottleneck worker's peak activation memory"),
-    "persistent_bytes": ("table", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
-    "peak_memory_bytes": ("table", "bytes", "bottleneck worker's peak memory"),
+    "peak_activation_bytes": ("memory", "bytes", "bottleneck worker's peak activation memory"),
+    "persistent_bytes": ("memory", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
+    "peak_memory_bytes": ("memory", "bytes", "bottleneck worker's peak memory"),
     "rank_formula": ("table", "1", "rank by closed-form bubble among valid schedules (1 = best)"),
     "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
 }
 #: The ``valid`` variable (boolean, table dimensions).
 VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
+#: The ``fits`` variable (boolean; only in sweeps with a ``memory_capacity`` dimension).
+FITS = ("fits", "1", "valid and the bottleneck worker's peak memory within memory_capacity")
+
+
+def booleans(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The boolean variables of ``spec``'s store: ``valid``, and ``fits`` with a capacity dimension."""
+    return {"valid": VALID, **({"fits": FITS} if spec.memory_capacity is not None else {})}
 
 
 class StoreError(RuntimeError):
@@ -171,11 +178,11 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
         warnings.simplefilter("ignore")
         dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
-    for name, (kind, unit, long_name) in {**VARIABLES, "valid": VALID}.items():
-        dims = spec.point_dims if kind == "point" else spec.table_dims
+    for name, (kind, unit, long_name) in {**VARIABLES, **booleans(spec)}.items():
+        dims = spec.dims_of(kind)
         shape = spec.shape(dims)
         chunks = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, shape))  # one chunk per unit
-        boolean = name == "valid"
+        boolean = name in booleans(spec)
         group.create_array(
             name,
             shape=shape,
@@ -305,7 +312,7 @@ def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, r
       results: :func:`ppsweep.sweep.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
         ``spec.table_dims``, as the store's arrays are named).
     """
-    for name in list(VARIABLES) + ["valid"]:
+    for name in list(VARIABLES) + list(booleans(spec)):
         array = group[name]
         array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
     group["done"][p_index, m_index] = True
