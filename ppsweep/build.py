@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from ppsweep.schedules import get_schedule
-from ppsweep.table import ScheduleTable, realize
-from ppsweep.validate import validate_table
+from ppsweep.fast_realize import realize_fast, validate_fast
+from ppsweep.table import ScheduleTable
 
 
 class UnsupportedPointError(ValueError):
@@ -71,8 +71,10 @@ def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options
     reason = schedule.why_unsupported(p, m, **kwargs)
     if reason:
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
-    table = realize(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
-    validate_table(table)
+    # Array versions of table.realize and validate.validate_table (the same results; they hand
+    # anything they do not handle to those references).
+    table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+    validate_fast(table)
     return table
 
 

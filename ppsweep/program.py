@@ -131,7 +131,9 @@ def program_for(table: ScheduleTable) -> Program:
     with _PROGRAMS_LOCK:
         program = _PROGRAMS.get(table)
     if program is None:
-        program = compile_program(table)
+        from ppsweep.fast_program import compile_program_fast  # the array version of compile_program
+
+        program = compile_program_fast(table)
         with _PROGRAMS_LOCK:
             _PROGRAMS[table] = program
     return program
