@@ -301,7 +301,9 @@ def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
     return kept
 
 
-def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP) -> Envelope:
+def build_envelope(
+    program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP, batched: bool = True
+) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
     The programme walks the same waves, registers, links and synchronisations as the scan
@@ -313,6 +315,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
       weights: ``(J, raw_size)`` feature weights (:class:`Features`).
       comm: ``(J,)`` communication features.
       cap: largest set kept at a node.
+      batched: run each wave's lanes at once (:mod:`ppsweep.fast_envelope`, the same vectors);
+        False: lane by lane (the reference).
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
@@ -334,33 +338,38 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         largest = max(largest, out.shape[0])
         return out
 
-    free = [zero] * p
-    reg = [zero] * (program.n_regs + 2)
-    link = [zero] * (program.n_links + 1)
-    ready = [zero] * (program.n_sync * p + 1)
-    for t in range(program.n_waves):
-        writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
-        for w in np.flatnonzero(program.active[t]):
-            dep = int(program.dep_reg[t, w])
-            start = free[w] if dep == program.zero_reg else join(free[w], reg[dep])
-            end = start + rows[program.cost_row[t, w]]
-            out = int(program.out_reg[t, w])
-            sends = out != program.trash_reg
-            if mode == "contention" and sends:
-                lk = int(program.link[t, w])
-                go = join(end, link[lk])
-                writes.append((link, lk, go + wire))
-                arrival = go + msg
-            else:
-                arrival = end + msg
-            if sends:
-                writes.append((reg, out, arrival))
-            writes.append((free, int(w), arrival if (mode == "blocking" and sends) else end))
-            slot = int(program.sync_slot[t, w])
-            if slot != program.trash_sync:
-                writes.append((ready, slot, end))
-        for target, i, value in writes:  # every lane reads before any writes (as the scan)
-            target[i] = value
+    from ppsweep.fast_envelope import BATCHED_MODES, run_waves_batched  # every lane of a wave at once
+
+    if batched and mode in BATCHED_MODES:
+        free, reg, link, ready, largest = run_waves_batched(program, mode, rows, wire, msg, cap)
+    else:  # the reference: lane by lane
+        free = [zero] * p
+        reg = [zero] * (program.n_regs + 2)
+        link = [zero] * (program.n_links + 1)
+        ready = [zero] * (program.n_sync * p + 1)
+        for t in range(program.n_waves):
+            writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
+            for w in np.flatnonzero(program.active[t]):
+                dep = int(program.dep_reg[t, w])
+                start = free[w] if dep == program.zero_reg else join(free[w], reg[dep])
+                end = start + rows[program.cost_row[t, w]]
+                out = int(program.out_reg[t, w])
+                sends = out != program.trash_reg
+                if mode == "contention" and sends:
+                    lk = int(program.link[t, w])
+                    go = join(end, link[lk])
+                    writes.append((link, lk, go + wire))
+                    arrival = go + msg
+                else:
+                    arrival = end + msg
+                if sends:
+                    writes.append((reg, out, arrival))
+                writes.append((free, int(w), arrival if (mode == "blocking" and sends) else end))
+                slot = int(program.sync_slot[t, w])
+                if slot != program.trash_sync:
+                    writes.append((ready, slot, end))
+            for target, i, value in writes:  # every lane reads before any writes (as the scan)
+                target[i] = value
 
     finish = list(free)
     sync_end: dict[int, np.ndarray] = {}

@@ -211,3 +211,40 @@ def test_register_allocation_is_first_fit():
     assert register.tolist() == [0, 1, 0, 0] and n_regs == 2
     register, n_regs = _allocate_registers(np.array([0, 0, 1, 1]), np.array([4, 4, 2, 2]))
     assert register.tolist() == [0, 1, 2, 3] and n_regs == 4
+
+
+def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random non-negative feature weights (half of the features communication), some zeros."""
+    from ppsweep.envelope import raw_size
+
+    weights = rng.random((n_features, raw_size(program))) * (rng.random((n_features, raw_size(program))) < 0.7)
+    comm = np.arange(n_features) >= n_features // 2
+    return weights, comm
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] <= 6], ids=_case_id)
+def test_batched_envelope_matches_lane_by_lane(case):
+    from ppsweep.envelope import EnvelopeTooLarge, build_envelope
+    from ppsweep.fast_envelope import BATCHED_MODES
+
+    name, p, m, options = case
+    order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
+    program = compile_program_fast(realize_fast(order))
+    rng = np.random.default_rng(p * 1000 + m)
+    for mode in BATCHED_MODES:
+        for cap, n_features in ((64, 3), (3, 4), (64, 5)):
+            weights, comm = random_weights(program, rng, n_features)
+            results = []
+            for batched in (True, False):
+                try:
+                    results.append(build_envelope(program, mode, weights, comm, cap=cap, batched=batched))
+                except EnvelopeTooLarge as err:
+                    results.append(str(err))
+            fast, ref = results
+            if isinstance(ref, str):
+                assert fast == ref
+                continue
+            assert fast.t_sim.shape == ref.t_sim.shape and np.array_equal(fast.t_sim, ref.t_sim)
+            assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
+            assert np.array_equal(fast.compute, ref.compute)
+            assert (fast.depth, fast.largest) == (ref.depth, ref.largest)
