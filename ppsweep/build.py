@@ -9,6 +9,7 @@ from typing import Any
 from ppsweep.schedules import get_schedule
 from ppsweep.fast_realize import realize_fast, validate_fast
 from ppsweep.table import ScheduleTable
+from ppsweep.table_cache import cached_table
 
 
 class UnsupportedPointError(ValueError):
@@ -71,11 +72,15 @@ def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options
     reason = schedule.why_unsupported(p, m, **kwargs)
     if reason:
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
-    # Array versions of table.realize and validate.validate_table (the same results; they hand
-    # anything they do not handle to those references).
-    table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
-    validate_fast(table)
-    return table
+
+    def build() -> ScheduleTable:
+        # Array versions of table.realize and validate.validate_table (the same results; they
+        # hand anything they do not handle to those references).
+        table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+        validate_fast(table)
+        return table
+
+    return cached_table(name, p, m, f_slots, b_slots, options, build)
 
 
 def bubble_formula(name: str, p: int, m: int, **options: Any) -> float:
