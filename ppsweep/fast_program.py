@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.fast_realize import FAST_KINDS, OpArrays, dependency_ids, op_index, table_ops
+from ppsweep.fast_realize import FAST_KINDS, OpArrays, _plain_split, dependency_ids, op_index, table_ops
 from ppsweep.ops import Kind
 from ppsweep.program import KIND_ROW, Program, compile_program, stage_holders
 from ppsweep.table import ScheduleTable
@@ -38,13 +38,13 @@ def compile_program_fast(table: ScheduleTable) -> Program:
         reference).
     """
     ops = table_ops(table)
-    if ops is None or len(ops) == 0:
-        return compile_program(table)
+    if ops is None or len(ops) == 0 or not _plain_split(table.split_backward):
+        return compile_program(table, fast=False)
     m, n_stages, p = table.m, table.n_stages, table.p
     if not np.isin(ops.kind, np.array([int(k) for k in FAST_KINDS])).all():
-        return compile_program(table)
+        return compile_program(table, fast=False)
     if (ops.micro < 0).any() or (ops.micro >= m).any() or (ops.stage < 0).any() or (ops.stage >= n_stages).any():
-        return compile_program(table)
+        return compile_program(table, fast=False)
     # The reference's order: by start slot, then worker.
     order = np.lexsort((ops.worker, ops.start))
     ops = OpArrays(*(getattr(ops, f)[order] for f in ("worker", "start", "slots", "kind", "micro", "stage")))
@@ -53,11 +53,11 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)
     position[ids] = np.arange(n)
     if np.count_nonzero(position[:-1] >= 0) != n:
-        return compile_program(table)
+        return compile_program(table, fast=False)
     deps = dependency_ids(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward)
     dep_pos = [np.where(d >= 0, position[np.where(d >= 0, d, -1)], -2) for d in deps]
     if any((d == -1).any() for d in dep_pos):  # an input missing from the table
-        return compile_program(table)
+        return compile_program(table, fast=False)
 
     starts, wave = np.unique(ops.start, return_inverse=True)
     wave = wave.reshape(-1).astype(np.int64)
@@ -81,7 +81,7 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     np.maximum.at(dst_hi, producer, ops.worker[consumer])
     sends = dst_hi >= 0
     if (dst_lo[sends] != dst_hi[sends]).any():
-        return compile_program(table)  # the reference raises NotImplementedError naming the operation
+        return compile_program(table, fast=False)  # the reference raises NotImplementedError naming the operation
     senders = np.flatnonzero(sends)  # in the reference's order
 
     # Links: numbered in the order the senders first use them, then the synchronisation rings'.

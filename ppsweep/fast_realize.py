@@ -104,11 +104,18 @@ def _order_arrays(order: ScheduleOrder) -> tuple[np.ndarray, np.ndarray, np.ndar
     """(worker, kind, micro, stage) of every operation of ``order``, worker by worker."""
     lengths = np.array([len(row) for row in order.orders], dtype=np.int64)
     n = int(lengths.sum())
+    first = next((row[0] for row in order.orders if row), ())
+    width = len(first)  # fields per operation (kind, micro, stage, and any more the Op type has)
     flat = np.fromiter(
-        itertools.chain.from_iterable(itertools.chain.from_iterable(order.orders)), dtype=np.int64, count=3 * n
-    ).reshape(n, 3)
+        itertools.chain.from_iterable(itertools.chain.from_iterable(order.orders)), dtype=np.int64, count=width * n
+    ).reshape(n, width)
     worker = np.repeat(np.arange(order.p, dtype=np.int64), lengths)
     return worker, flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy()
+
+
+def _plain_split(split_backward: object) -> bool:
+    """True where the backward is split for every operation or for none (what the array paths handle)."""
+    return isinstance(split_backward, (bool, np.bool_))
 
 
 def _well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int) -> bool:
@@ -140,6 +147,8 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     """
     if f_slots < 1 or b_slots < 1:
         return realize(order, f_slots, b_slots)  # the reference names the bad field
+    if not _plain_split(order.split_backward):
+        return realize(order, f_slots, b_slots)
     worker, kind, micro, stage = _order_arrays(order)
     m, n_stages, n = order.m, order.n_stages, len(kind)
     if n == 0 or not _well_formed(kind, micro, stage, m, n_stages):
@@ -298,6 +307,8 @@ def _valid(table: ScheduleTable) -> bool:
     ops = table_ops(table)
     if ops is None or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
         return False
+    if not _plain_split(table.split_backward):
+        return False
     m, n_stages = table.m, table.n_stages
     allowed = (Kind.F, Kind.I, Kind.W) if table.split_backward else (Kind.F, Kind.B)
     n_expected = len(allowed) * m * n_stages
@@ -331,7 +342,7 @@ def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | No
     table holds kinds outside :data:`FAST_KINDS` (the caller then uses the reference).
     """
     ops = table_ops(table)
-    if ops is None:
+    if ops is None or not _plain_split(table.split_backward):
         return None
     weights = np.ones(table.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
     freeing = Kind.W if table.split_backward else Kind.B

@@ -131,20 +131,27 @@ def program_for(table: ScheduleTable) -> Program:
     with _PROGRAMS_LOCK:
         program = _PROGRAMS.get(table)
     if program is None:
-        from ppsweep.fast_program import compile_program_fast  # the array version of compile_program
-
-        program = compile_program_fast(table)
+        program = compile_program(table)
         with _PROGRAMS_LOCK:
             _PROGRAMS[table] = program
     return program
 
 
-def compile_program(table: ScheduleTable) -> Program:
+def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
     """Compile ``table`` into a :class:`Program` (see the module docstring); :func:`program_for` caches it.
+
+    Args:
+      table: the table.
+      fast: compile with array code (:func:`ppsweep.fast_program.compile_program_fast`, the same
+        Program; it comes back here for tables it does not handle); False: operation by operation.
 
     Raises:
       NotImplementedError: if an operation's output must travel to two other workers.
     """
+    if fast:
+        from ppsweep.fast_program import compile_program_fast
+
+        return compile_program_fast(table)
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
     where: dict[Op, PlacedOp] = {item.op: item for item in placed}
     wave_of_slot = {slot: i for i, slot in enumerate(sorted({item.start for item in placed}))}

@@ -86,7 +86,7 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
         expected = reference_profile(ref, w, monkeypatch)
         got = fast.activation_profile(w)
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
-    assert_programs_equal(compile_program_fast(fast), compile_program(ref))
+    assert_programs_equal(compile_program_fast(fast), compile_program(ref, fast=False))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -127,7 +127,7 @@ def test_random_valid_orders_match_reference(seed, monkeypatch):
     assert_tables_equal(realize_fast(order, f_slots, b_slots), ref)
     # Random placements may send one output to two workers: then both compilers refuse it.
     try:
-        expected = compile_program(ref)
+        expected = compile_program(ref, fast=False)
     except NotImplementedError as err:
         with pytest.raises(NotImplementedError) as fast_err:
             compile_program_fast(ref)
