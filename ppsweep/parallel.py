@@ -18,7 +18,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 
 import numpy as np
 
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.config import SweepSpec
+from ppsweep.sweep import evaluate_unit
+from ppsweep.timing import take
 
 #: Fewest pending units worth starting worker processes for (each imports JAX and compiles).
 MIN_UNITS = 4
@@ -34,16 +36,21 @@ def _init_worker(compilation_cache: str | None) -> None:
     from ppsweep.runner import configure_jax
 
     configure_jax(compilation_cache)
+    if compilation_cache:  # every worker compiles the same kernels: share even the quick ones
+        import jax
+
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
-def _evaluate(spec: SweepSpec, i: int, j: int) -> tuple[int, int, dict[str, np.ndarray]]:
-    return i, j, evaluate_unit(spec, i, j)
+def _evaluate(spec: SweepSpec, i: int, j: int) -> tuple[int, int, dict[str, np.ndarray], dict[str, float]]:
+    results = evaluate_unit(spec, i, j)
+    return i, j, results, take()  # the seconds this process spent since its last unit
 
 
 def evaluate_units(
     spec: SweepSpec, units: Sequence[tuple[int, int]], workers: int, compilation_cache: str | None = None
-) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
-    """``(i, j, evaluate_unit(spec, i, j))`` for every unit, as they finish.
+) -> Iterator[tuple[int, int, dict[str, np.ndarray], dict[str, float]]]:
+    """``(i, j, evaluate_unit(spec, i, j), seconds per phase)`` for every unit, as they finish.
 
     Args:
       spec: the sweep.
@@ -57,7 +64,7 @@ def evaluate_units(
     """
     if workers <= 1 or len(units) <= 1:
         for i, j in units:
-            yield i, j, evaluate_unit(spec, i, j)
+            yield _evaluate(spec, i, j)
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(compilation_cache,)) as pool:

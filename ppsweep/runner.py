@@ -1,7 +1,9 @@
-"""Run a sweep into its store: units of work evaluated one after another, written as they finish.
+"""Run a sweep into its store: units of work evaluated, written as they finish.
 
-Computing the next unit overlaps writing the previous one (one writer thread); memory stays
-bounded by two units whatever the grid's size.
+Units are evaluated in this process or, for larger sweeps, in worker processes on every core
+(:mod:`ppsweep.parallel`); writing overlaps computing (one writer thread), and memory stays
+bounded by a few units whatever the grid's size. The run ends with its time split (build,
+compile, evaluate, write: :mod:`ppsweep.timing`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,7 +19,8 @@ from pathlib import Path
 
 from ppsweep.config import SweepSpec
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
-from ppsweep.sweep import evaluate_unit
+from ppsweep.parallel import default_workers, evaluate_units
+from ppsweep.timing import describe, phase, take
 
 _JAX_CONFIGURED = False
 
@@ -61,6 +65,11 @@ class SweepReport:
         return self.points_run / self.seconds if self.seconds > 0 else float("nan")
 
 
+def _write(group, spec: SweepSpec, i: int, j: int, results) -> None:
+    with phase("write"):
+        write_unit(group, spec, i, j, results)
+
+
 def run_sweep(
     spec: SweepSpec,
     path: str | os.PathLike,
@@ -69,6 +78,8 @@ def run_sweep(
     progress: bool = True,
     units: Sequence[tuple[int, int]] | None = None,
     say: Callable[[str], None] | None = None,
+    workers: int | None = None,
+    compilation_cache: str | None = None,
 ) -> SweepReport:
     """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
@@ -82,7 +93,9 @@ def run_sweep(
       units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
-        (``"resuming: 3 of 9 units already done"``); None: silent.
+        (``"resuming: 3 of 9 units already done"``), and with the run's time split; None: silent.
+      workers: processes evaluating units (:func:`ppsweep.parallel.default_workers` when None).
+      compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
 
     Returns:
       A :class:`SweepReport`. When every unit of the store is done (this run's and other
@@ -97,13 +110,16 @@ def run_sweep(
     points_per_unit = spec.n_points // total
     start = time.perf_counter()
     writing: Future | None = None
+    split: Counter = Counter()
+    take()
     if pending:
+        n_workers = default_workers(len(pending)) if workers is None else workers
         with ThreadPoolExecutor(max_workers=1) as writer:
-            for done, (i, j) in enumerate(pending, 1):
-                results = evaluate_unit(spec, i, j)
+            for done, (i, j, results, seconds) in enumerate(evaluate_units(spec, pending, n_workers, compilation_cache), 1):
+                split.update(seconds)
                 if writing is not None:
                     writing.result()
-                writing = writer.submit(write_unit, group, spec, i, j, results)
+                writing = writer.submit(_write, group, spec, i, j, results)
                 if progress:
                     elapsed = time.perf_counter() - start
                     rate = done * points_per_unit / elapsed
@@ -116,6 +132,9 @@ def run_sweep(
             if writing is not None:
                 writing.result()
     seconds = time.perf_counter() - start if pending else 0.0
+    split.update(take())  # this process: writes (and units evaluated here)
+    if say is not None and pending:
+        say(describe(split))
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())
     return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete, missing)

@@ -18,8 +18,10 @@ from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.config import TABLE_DIMS, SweepSpec
 from ppsweep.costs import memory_figures, stage_costs
 from ppsweep.engine import simulate
+from ppsweep.program import program_for
 from ppsweep.ranking import rank_lower_better
 from ppsweep.store import VARIABLES
+from ppsweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
 
@@ -45,10 +47,11 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
     for k, name in enumerate(spec.schedules):
         here = {"schedule": k}
         try:
-            table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
+            with phase("build"):
+                table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
+                memory = memory_figures(spec.model, table, m)
         except UnsupportedPointError:
             continue
-        memory = memory_figures(spec.model, table, m)
         cap = spec.system.memory_capacity
         if cap is not None and memory.peak_memory_bytes > cap:
             continue
@@ -59,7 +62,11 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         out["peak_activation_bytes"][here] = memory.peak_activation_bytes
         out["persistent_bytes"][here] = memory.persistent_bytes
         out["peak_memory_bytes"][here] = memory.peak_memory_bytes
-        for name_, value in simulate_table(spec, table).items():
+        with phase("compile"):
+            program_for(table)
+        with phase("evaluate"):
+            engine_results = simulate_table(spec, table)
+        for name_, value in engine_results.items():
             out[name_][here] = value  # xarray matches the dimensions by name
     for rank, by in (("rank_formula", "bubble_formula"), ("rank_table", "bubble_table"), ("rank_sim", "t_sim")):
         out[rank] = out[by].copy(data=rank_lower_better(out[by].values, axis=out[by].get_axis_num("schedule")))
