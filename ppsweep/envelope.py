@@ -547,10 +547,12 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
         fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
     comm_parts = vectors[:, env.comm]
     check = bool(vectors.shape[0] > 1 and np.ptp(comm_parts, axis=0).max(initial=0.0) > 0)
+    # The band is an argument, not a constant: it depends on the table's depth, and one
+    # compiled evaluation then serves every table of the same shape.
     out = _evaluate_jit(
-        ys, _pad_rows(vectors).astype(dtype), env.compute.astype(dtype), fin,
+        ys, _pad_rows(vectors).astype(dtype), env.compute.astype(dtype), fin, np.asarray(band, dtype=dtype),
         batch=tuple(int(b) for b in batch), comm_idx=tuple(int(j) for j in np.flatnonzero(env.comm)),
-        check=check, band=band, tol=tie_rtol,
+        check=check, tol=tie_rtol,
     )
     t_sim, comm_time, ambiguous, compute_time, finish_out = jax.device_get(out)
     return EnvelopeResult(
@@ -562,8 +564,8 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
     )
 
 
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "band", "tol"))
-def _evaluate_jit(ys, vectors, total, finish, *, batch, comm_idx, check, band, tol):
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "tol"))
+def _evaluate_jit(ys, vectors, total, finish, band, *, batch, comm_idx, check, tol):
     # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
     # evaluation into one pass over the points (a reduction over a vector axis is far slower on
     # CPU, and a running value used twice per step makes XLA's fusion blow up).
