@@ -15,7 +15,7 @@ import numpy as np
 
 from ppsweep.fast_realize import FAST_KINDS, OpArrays, _plain_split, dependency_ids, op_index, table_ops
 from ppsweep.ops import Kind
-from ppsweep.program import KIND_ROW, Program, compile_program, stage_holders
+from ppsweep.program import KIND_ROW, Program, compile_program, sync_rings
 from ppsweep.table import ScheduleTable
 
 #: ``KIND_ROW`` indexed by kind code.
@@ -95,17 +95,7 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     }
     sender_link = link_of_code[np.searchsorted(codes, pair)]
 
-    holders = stage_holders(table)
-    sync_stages = [s for s in range(n_stages) if len(holders[s]) > 1]
-    width = max([len(holders[s]) for s in sync_stages], default=1)
-    sync_holders = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    sync_ring = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    for k, s in enumerate(sync_stages):
-        ring = holders[s]
-        sync_holders[k, : len(ring)] = ring
-        for i, src in enumerate(ring):
-            dst = ring[(i + 1) % len(ring)]
-            sync_ring[k, i] = links.setdefault((src, dst), len(links))
+    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
     freeing = Kind.W if table.split_backward else Kind.B
     sync_index = np.full(n_stages, -1, dtype=np.int64)
     sync_index[np.array(sync_stages, dtype=np.int64)] = np.arange(len(sync_stages))

@@ -117,6 +117,30 @@ def stage_holders(table: ScheduleTable) -> list[list[int]]:
     return [sorted({int(w) for w in table.placement[:, s]}) for s in range(table.n_stages)]
 
 
+def sync_rings(table: ScheduleTable, links: dict[tuple[int, int], int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The synchronised stages (held by several workers), their holders and their ring's links.
+
+    Args:
+      table: the table.
+      links: ``(src, dst) -> link`` of the messages; each ring hop's link is added where missing.
+
+    Returns:
+      ``(sync_stages, sync_holders, sync_ring_links)`` as in :class:`Program`.
+    """
+    holders = stage_holders(table)
+    sync_stages = [s for s in range(table.n_stages) if len(holders[s]) > 1]
+    width = max([len(holders[s]) for s in sync_stages], default=1)
+    sync_holders = np.full((len(sync_stages), width), -1, dtype=np.int64)
+    sync_ring = np.full((len(sync_stages), width), -1, dtype=np.int64)
+    for k, s in enumerate(sync_stages):
+        ring = holders[s]
+        sync_holders[k, : len(ring)] = ring
+        for i, src in enumerate(ring):
+            dst = ring[(i + 1) % len(ring)]
+            sync_ring[k, i] = links.setdefault((src, dst), len(links))
+    return sync_stages, sync_holders, sync_ring
+
+
 _PROGRAMS: "weakref.WeakKeyDictionary[ScheduleTable, Program]" = weakref.WeakKeyDictionary()
 _PROGRAMS_LOCK = threading.Lock()
 
@@ -171,17 +195,7 @@ def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
         for consumer in remote_consumers.get(item.op, []):
             links.setdefault((item.worker, consumer.worker), len(links))
 
-    holders = stage_holders(table)
-    sync_stages = [s for s in range(table.n_stages) if len(holders[s]) > 1]
-    width = max([len(holders[s]) for s in sync_stages], default=1)
-    sync_holders = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    sync_ring = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    for k, s in enumerate(sync_stages):
-        ring = holders[s]
-        sync_holders[k, : len(ring)] = ring
-        for i, src in enumerate(ring):
-            dst = ring[(i + 1) % len(ring)]
-            sync_ring[k, i] = links.setdefault((src, dst), len(links))
+    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
     sync_index = {s: k for k, s in enumerate(sync_stages)}
     freeing = Kind.W if table.split_backward else Kind.B
     ready_slot = {s: 0 for s in sync_stages}

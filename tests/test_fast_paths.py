@@ -50,22 +50,17 @@ def _case_id(case) -> str:
     return f"{name}-p{p}-m{m}" + "".join(f"-{k}={v}" for k, v in options.items())
 
 
-def assert_tables_equal(fast: ScheduleTable, ref: ScheduleTable) -> None:
-    for f in dataclasses.fields(ScheduleTable):
-        a, b = getattr(fast, f.name), getattr(ref, f.name)
-        if isinstance(b, np.ndarray):
-            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), f.name
-        else:
-            assert a == b, f.name
-
-
-def assert_programs_equal(fast, ref) -> None:
+def assert_fields_equal(fast, ref) -> None:
+    """Every field of two dataclasses (tables, programs) equal; arrays also in dtype and shape."""
     for f in dataclasses.fields(ref):
         a, b = getattr(fast, f.name), getattr(ref, f.name)
         if isinstance(b, np.ndarray):
             assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), f.name
         else:
             assert a == b, f.name
+
+
+assert_tables_equal = assert_programs_equal = assert_fields_equal
 
 
 def reference_profile(table: ScheduleTable, weights, monkeypatch) -> np.ndarray:
