@@ -338,9 +338,9 @@ def build_envelope(
         largest = max(largest, out.shape[0])
         return out
 
-    from ppsweep.fast_envelope import BATCHED_MODES, run_waves_batched  # every lane of a wave at once
+    from ppsweep.fast_envelope import BATCHED_MIN_WORKERS, BATCHED_MODES, run_waves_batched
 
-    if batched and mode in BATCHED_MODES:
+    if batched and mode in BATCHED_MODES and p >= BATCHED_MIN_WORKERS:  # every lane of a wave at once
         free, reg, link, ready, largest = run_waves_batched(program, mode, rows, wire, msg, cap)
     else:  # the reference: lane by lane
         free = [zero] * p

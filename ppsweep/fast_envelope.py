@@ -20,6 +20,10 @@ from ppsweep.program import Program
 #: Modes whose wave rules :func:`run_waves_batched` implements.
 BATCHED_MODES = ("overlap", "blocking", "contention")
 
+#: Fewest workers (lanes per wave) for which batching pays: with fewer, a wave's handful of
+#: lanes cost less one by one than the batched wave's fixed number of array operations.
+BATCHED_MIN_WORKERS = 8
+
 
 class _Sets:
     """Sets of path vectors in one padded array: ``vals (n, K, J)``, the first ``count[i]`` rows valid."""
