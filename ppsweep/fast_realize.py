@@ -20,6 +20,7 @@ reference, so that every result, error included, is the reference's:
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,10 +165,15 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     dep_pos = np.where(dep >= 0, position[np.where(dep >= 0, dep, -1)], n)
     if (dep_pos < 0).any():  # an input missing from the order: the reference reports the deadlock
         return realize(order, f_slots, b_slots)
-    start = _asap_starts(order, dep_pos, kind_slots(kind, f_slots, b_slots))
+    slots = kind_slots(kind, f_slots, b_slots)
+    start = _asap_starts(order, dep_pos, slots)
     if start is None:
         return realize(order, f_slots, b_slots)
-    return _table(order, worker, start, kind_slots(kind, f_slots, b_slots), kind, micro, stage, f_slots, b_slots)
+    table = _table(order, worker, start, slots, kind, micro, stage, f_slots, b_slots)
+    # What table_ops would read back off the dense arrays: worker by worker, in slot order (each
+    # worker's operations start in increasing slots, none repeated, so no two runs merge).
+    _OPS[table] = OpArrays(worker=worker, start=start, slots=slots, kind=kind, micro=micro, stage=stage)
+    return table
 
 
 def _asap_starts(order: ScheduleOrder, dep_pos: np.ndarray, slots: np.ndarray) -> np.ndarray | None:
@@ -254,6 +260,20 @@ def table_ops(table: ScheduleTable) -> OpArrays | None:
     ``(kind, micro, stage)``. Returns None where a cell holds a kind outside
     :data:`FAST_KINDS` and IDLE (the reference handles those).
     """
+    known = _OPS.get(table)
+    if known is not None:
+        return known
+    ops = _read_ops(table)
+    if ops is not None:
+        _OPS[table] = ops
+    return ops
+
+
+#: Operation arrays of tables already read (or realized here), held as long as the table lives.
+_OPS: "weakref.WeakKeyDictionary[ScheduleTable, OpArrays]" = weakref.WeakKeyDictionary()
+
+
+def _read_ops(table: ScheduleTable) -> OpArrays | None:
     kind, micro, stage = table.kind, table.micro, table.stage
     if kind.ndim != 2 or micro.shape != kind.shape or stage.shape != kind.shape:
         return None

@@ -74,6 +74,8 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
     ref = realize(order, f_slots, b_slots)
     fast = realize_fast(order, f_slots, b_slots)
     assert_tables_equal(fast, ref)
+    # the operations realize_fast remembers are those read back off the dense arrays
+    assert_fields_equal(table_ops(fast), fast_realize._read_ops(ref))
     validate_table(ref)
     validate_fast(fast)
     weights = np.linspace(0.5, 2.0, ref.n_stages)
