@@ -67,6 +67,8 @@ def join_pairs(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> 
     Returns:
       ``(vals (k, K, J), count (k,))``: the kept rows of each pair first, in the reference's order.
     """
+    if a.shape[1] == 1 and b.shape[1] == 1:
+        return _join_single(a[:, 0], b[:, 0])
     v = np.concatenate([a, b], axis=1)
     K = v.shape[1]
     index = np.arange(K)
@@ -87,6 +89,21 @@ def join_pairs(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> 
     out = np.zeros((v.shape[0], width + 1, v.shape[2]))
     np.put_along_axis(out, dest[:, :, None], v, axis=1)
     return out[:, :width], count
+
+
+def _join_single(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`join_pairs` of one vector with one vector, ``a, b (k, J)``: the same steps, two rows each.
+
+    The row with the larger sum comes first (``a`` on a tie); the second is dropped where the
+    first is at least as large in every component within ``_SAME`` times the larger magnitude.
+    """
+    b_first = (b.sum(axis=1) > a.sum(axis=1))[:, None]
+    first = np.where(b_first, b, a)
+    second = np.where(b_first, a, b)
+    tol = _SAME * np.maximum(np.abs(a), np.abs(b))
+    dropped = np.all(first >= second - tol, axis=1)
+    out = np.stack([first, second], axis=1)
+    return out, np.where(dropped, 1, 2)
 
 
 _UPPER: dict[int, np.ndarray] = {}
