@@ -129,8 +129,9 @@ def run_waves_batched(
       cap: largest set kept at a node.
 
     Returns:
-      ``(free, reg, link, ready, largest)``: the sets after the last wave (as the reference's
-      lists) and the largest set kept by a join.
+      ``(free, reg, resources, ready, largest)``: the sets after the last wave (as the
+      reference's lists; ``resources`` as :mod:`ppsweep.comm` numbers them: the links in
+      ``contention``, none in ``overlap`` and ``blocking``) and the largest set kept by a join.
 
     Raises:
       EnvelopeTooLarge: the reference's error, where a join keeps more than ``cap`` vectors.
@@ -193,7 +194,8 @@ def run_waves_batched(
         synced = slot != program.trash_sync
         if synced.any():
             ready.put(slot[synced], end[synced], n_start[synced])
-    return free.as_list(), reg.as_list(), link.as_list(), ready.as_list(), largest
+    resources = link.as_list()[: program.n_links] if contention else []  # ppsweep.comm's resources of the mode
+    return free.as_list(), reg.as_list(), resources, ready.as_list(), largest
 
 
 def _widen(vals: np.ndarray, K: int) -> np.ndarray:
