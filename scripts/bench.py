@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from ppsweep import build_schedule  # noqa: E402
 from ppsweep import envelope as envelope_mod  # noqa: E402
+from ppsweep.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine import MODES, simulate  # noqa: E402
 from ppsweep.program import program_for  # noqa: E402
@@ -170,7 +171,7 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
     feats = grid_features(program, eargs, kw)
     t0 = time.perf_counter()
     try:
-        env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm)
+        env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm, routing=compiled_for(table).routing(mode))
         row["vectors"] = env.n_vectors
     except envelope_mod.EnvelopeTooLarge:
         row["vectors"] = None
