@@ -6,10 +6,11 @@ import functools
 import math
 from typing import Any
 
-from ppsweep.schedules import get_schedule
+from ppsweep.schedules import SCHEDULES, get_schedule
+from ppsweep.fast_realize import realize_fast, validate_fast
 from ppsweep.schedules.variants import split_label, typed_value
-from ppsweep.table import ScheduleTable, realize
-from ppsweep.validate import validate_table
+from ppsweep.table import ScheduleTable
+from ppsweep.table_cache import cached_table
 
 
 class UnsupportedPointError(ValueError):
@@ -81,9 +82,17 @@ def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options
     reason = schedule.why_unsupported(p, m, **kwargs)
     if reason:
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
-    table = realize(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
-    validate_table(table)
-    return table
+
+    def build() -> ScheduleTable:
+        # Array versions of table.realize and validate.validate_table (the same results; they
+        # hand anything they do not handle to those references).
+        table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+        validate_fast(table)
+        return table
+
+    if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key
+        return build()
+    return cached_table(name, p, m, f_slots, b_slots, options, build)
 
 
 def bubble_formula(name: str, p: int, m: int, **options: Any) -> float:

@@ -111,6 +111,7 @@ def run_outcome(cfg: Any) -> dict:
         report = run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
             say=lambda line: print(line, file=sys.stderr, flush=True),
+            workers=plan.workers, compilation_cache=plan.compilation_cache,
         )
     except StoreError as error:
         return fail(2, str(error))

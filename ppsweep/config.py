@@ -363,6 +363,8 @@ class Plan:
       config_yaml: the resolved config without the job-only keys, for the store's attributes.
       overwrite, finalize, progress: the flags of the same names.
       compilation_cache: JAX's persistent compilation cache directory, or None.
+      workers: processes evaluating units (``engine.workers``); None: ``auto``
+        (:func:`ppsweep.parallel.default_workers`). Never part of a store's identity.
     """
 
     spec: SweepSpec
@@ -374,6 +376,7 @@ class Plan:
     finalize: bool
     progress: bool
     compilation_cache: str | None
+    workers: int | None = None
 
     @property
     def units(self) -> tuple[tuple[int, int], ...]:
@@ -425,6 +428,11 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
     cache = (container.get("engine") or {}).get("compilation_cache")
     if cache is not None and (not isinstance(cache, str) or not cache):
         raise ValueError(f"engine.compilation_cache: must be a directory or null, got {cache!r}")
+    workers = (container.get("engine") or {}).get("workers", "auto")
+    if workers == "auto":
+        workers = None
+    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     return Plan(
         spec=spec,
@@ -436,6 +444,7 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         finalize=flags["finalize"],
         progress=flags["progress"],
         compilation_cache=cache,
+        workers=workers,
     )
 
 

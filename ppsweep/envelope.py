@@ -314,7 +314,7 @@ class _SetAlgebra:
 
 
 def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
-                   routing: Routing | None = None) -> Envelope:
+                   routing: Routing | None = None, batched: bool = True) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
     The programme walks the same waves, registers, resources and synchronisations as the scan
@@ -328,6 +328,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
       comm: ``(J,)`` communication features.
       cap: largest set kept at a node.
       routing: the program's :class:`~ppsweep.comm.Routing` in ``mode`` (computed if not given).
+      batched: run each wave's lanes at once (:mod:`ppsweep.fast_envelope`, the same vectors);
+        False: lane by lane (the reference).
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
@@ -344,33 +346,38 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     zero = np.zeros((1, J))
     alg = _SetAlgebra(cap)
 
-    free = [zero] * p
-    reg = [zero] * (program.n_regs + 2)
-    res = [zero] * routing.n_resources
-    ready = [zero] * (program.n_sync * p + 1)
-    for t in range(program.n_waves):
-        writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
-        # lanes sharing a resource take it in round order (the scan's rounds, the table's send order)
-        for w in sorted(np.flatnonzero(program.active[t]), key=lambda w: (routing.rounds[t, w], w)):
-            dep = int(program.dep_reg[t, w])
-            start = free[w] if dep == program.zero_reg else alg.join(free[w], reg[dep])
-            end = start + rows[program.cost_row[t, w]]
-            out = int(program.out_reg[t, w])
-            sends = out != program.trash_reg
-            busy = end
-            if sends:
-                held = [int(i) for i in routing.lane_resources[t, w]]
-                arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
-                for i in held:
-                    res[i] = released
-                writes.append((reg, out, arrival))
-                busy = arrival if routing.mode.blocks_sender else end
-            writes.append((free, int(w), busy))
-            slot = int(program.sync_slot[t, w])
-            if slot != program.trash_sync:
-                writes.append((ready, slot, end))
-        for target, i, value in writes:  # every lane reads registers before any writes (as the scan)
-            target[i] = value
+    from ppsweep.fast_envelope import BATCHED_MIN_WORKERS, BATCHED_MODES, run_waves_batched
+
+    if batched and mode in BATCHED_MODES and p >= BATCHED_MIN_WORKERS:  # every lane of a wave at once
+        free, reg, res, ready, alg.largest = run_waves_batched(program, mode, rows, wire, msg, cap)
+    else:  # the reference: lane by lane
+        free = [zero] * p
+        reg = [zero] * (program.n_regs + 2)
+        res = [zero] * routing.n_resources
+        ready = [zero] * (program.n_sync * p + 1)
+        for t in range(program.n_waves):
+            writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
+            # lanes sharing a resource take it in round order (the scan's rounds, the table's send order)
+            for w in sorted(np.flatnonzero(program.active[t]), key=lambda w: (routing.rounds[t, w], w)):
+                dep = int(program.dep_reg[t, w])
+                start = free[w] if dep == program.zero_reg else alg.join(free[w], reg[dep])
+                end = start + rows[program.cost_row[t, w]]
+                out = int(program.out_reg[t, w])
+                sends = out != program.trash_reg
+                busy = end
+                if sends:
+                    held = [int(i) for i in routing.lane_resources[t, w]]
+                    arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
+                    for i in held:
+                        res[i] = released
+                    writes.append((reg, out, arrival))
+                    busy = arrival if routing.mode.blocks_sender else end
+                writes.append((free, int(w), busy))
+                slot = int(program.sync_slot[t, w])
+                if slot != program.trash_sync:
+                    writes.append((ready, slot, end))
+            for target, i, value in writes:  # every lane reads registers before any writes (as the scan)
+                target[i] = value
 
     finish = list(free)
     sync_end: dict[int, np.ndarray] = {}
@@ -540,10 +547,12 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
         fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
     comm_parts = vectors[:, env.comm]
     check = bool(vectors.shape[0] > 1 and np.ptp(comm_parts, axis=0).max(initial=0.0) > 0)
+    # The band is an argument, not a constant: it depends on the table's depth, and one
+    # compiled evaluation then serves every table of the same shape.
     out = _evaluate_jit(
-        ys, _pad_rows(vectors).astype(dtype), env.compute.astype(dtype), fin,
+        ys, _pad_rows(vectors).astype(dtype), env.compute.astype(dtype), fin, np.asarray(band, dtype=dtype),
         batch=tuple(int(b) for b in batch), comm_idx=tuple(int(j) for j in np.flatnonzero(env.comm)),
-        check=check, band=band, tol=tie_rtol,
+        check=check, tol=tie_rtol,
     )
     t_sim, comm_time, ambiguous, compute_time, finish_out = jax.device_get(out)
     return EnvelopeResult(
@@ -555,8 +564,8 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
     )
 
 
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "band", "tol"))
-def _evaluate_jit(ys, vectors, total, finish, *, batch, comm_idx, check, band, tol):
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "tol"))
+def _evaluate_jit(ys, vectors, total, finish, band, *, batch, comm_idx, check, tol):
     # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
     # evaluation into one pass over the points (a reduction over a vector axis is far slower on
     # CPU, and a running value used twice per step makes XLA's fusion blow up).

@@ -140,6 +140,30 @@ def stage_holders(table: ScheduleTable) -> list[list[int]]:
     return [sorted({int(w) for w in table.placement[:, s]}) for s in range(table.n_stages)]
 
 
+def sync_rings(table: ScheduleTable, links: dict[tuple[int, int], int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The synchronised stages (held by several workers), their holders and their ring's links.
+
+    Args:
+      table: the table.
+      links: ``(src, dst) -> link`` of the messages; each ring hop's link is added where missing.
+
+    Returns:
+      ``(sync_stages, sync_holders, sync_ring_links)`` as in :class:`Program`.
+    """
+    holders = stage_holders(table)
+    sync_stages = [s for s in range(table.n_stages) if len(holders[s]) > 1]
+    width = max([len(holders[s]) for s in sync_stages], default=1)
+    sync_holders = np.full((len(sync_stages), width), -1, dtype=np.int64)
+    sync_ring = np.full((len(sync_stages), width), -1, dtype=np.int64)
+    for k, s in enumerate(sync_stages):
+        ring = holders[s]
+        sync_holders[k, : len(ring)] = ring
+        for i, src in enumerate(ring):
+            dst = ring[(i + 1) % len(ring)]
+            sync_ring[k, i] = links.setdefault((src, dst), len(links))
+    return sync_stages, sync_holders, sync_ring
+
+
 def program_for(table: ScheduleTable) -> Program:
     """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
     its compiled form (:func:`ppsweep.compiled.compiled_for`)."""
@@ -191,12 +215,21 @@ def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: i
     ]
 
 
-def compile_program(table: ScheduleTable) -> Program:
+def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
     """Compile ``table`` into a :class:`Program` (see the module docstring); :func:`program_for` caches it.
+
+    Args:
+      table: the table.
+      fast: compile with array code (:func:`ppsweep.fast_program.compile_program_fast`, the same
+        Program; it comes back here for tables it does not handle); False: operation by operation.
 
     Raises:
       NotImplementedError: if an operation's output must travel to two other workers.
     """
+    if fast:
+        from ppsweep.fast_program import compile_program_fast
+
+        return compile_program_fast(table)
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
     where: dict[Op, PlacedOp] = {half: item for item in placed for half in halves(item.op)}
 
@@ -226,17 +259,7 @@ def compile_program(table: ScheduleTable) -> Program:
         if step.sends is not None:
             links.setdefault((step.worker, remote_consumers[step.sends][0].worker), len(links))
 
-    holders = stage_holders(table)
-    sync_stages = [s for s in range(table.n_stages) if len(holders[s]) > 1]
-    width = max([len(holders[s]) for s in sync_stages], default=1)
-    sync_holders = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    sync_ring = np.full((len(sync_stages), width), -1, dtype=np.int64)
-    for k, s in enumerate(sync_stages):
-        ring = holders[s]
-        sync_holders[k, : len(ring)] = ring
-        for i, src in enumerate(ring):
-            dst = ring[(i + 1) % len(ring)]
-            sync_ring[k, i] = links.setdefault((src, dst), len(links))
+    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
     sync_index = {s: k for k, s in enumerate(sync_stages)}
     ready_slot = {s: 0 for s in sync_stages}
     for item in placed:

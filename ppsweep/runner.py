@@ -1,13 +1,16 @@
-"""Run a sweep into its store: units of work evaluated one after another, written as they finish.
+"""Run a sweep into its store: units of work evaluated, written as they finish.
 
-Computing the next unit overlaps writing the previous one (one writer thread); memory stays
-bounded by two units whatever the grid's size.
+Units are evaluated in this process or, for larger sweeps, in worker processes on every core
+(:mod:`ppsweep.parallel`); writing overlaps computing (one writer thread), and memory stays
+bounded by a few units whatever the grid's size. The run ends with its time split (build,
+compile, evaluate, write: :mod:`ppsweep.timing`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,7 +19,8 @@ from pathlib import Path
 from ppsweep.config import SweepSpec
 from ppsweep.progress import Progress
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
-from ppsweep.sweep import evaluate_unit
+from ppsweep.parallel import default_workers, evaluate_units
+from ppsweep.timing import describe, phase, take
 
 _JAX_CONFIGURED = False
 
@@ -60,6 +64,11 @@ class SweepReport:
         return self.points_run / self.seconds if self.seconds > 0 else float("nan")
 
 
+def _write(group, spec: SweepSpec, i: int, j: int, results) -> None:
+    with phase("write"):
+        write_unit(group, spec, i, j, results)
+
+
 def run_sweep(
     spec: SweepSpec,
     path: str | os.PathLike,
@@ -68,6 +77,8 @@ def run_sweep(
     progress: bool = True,
     units: Sequence[tuple[int, int]] | None = None,
     say: Callable[[str], None] | None = None,
+    workers: int | None = None,
+    compilation_cache: str | None = None,
 ) -> SweepReport:
     """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
@@ -82,7 +93,9 @@ def run_sweep(
       units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
-        (``"resuming: 3 of 9 units already done"``); None: silent.
+        (``"resuming: 3 of 9 units already done"``), and with the run's time split; None: silent.
+      workers: processes evaluating units (:func:`ppsweep.parallel.default_workers` when None).
+      compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
 
     Returns:
       A :class:`SweepReport`. When every unit of the store is done (this run's and other
@@ -97,14 +110,17 @@ def run_sweep(
     points_per_unit = spec.n_points // total
     start = time.perf_counter()
     writing: Future | None = None
+    split: Counter = Counter()
+    take()
     if pending:
+        n_workers = default_workers(len(pending)) if workers is None else workers
         bar = Progress(len(pending), points_per_unit) if progress else None
         with ThreadPoolExecutor(max_workers=1) as writer:
-            for i, j in pending:
-                results = evaluate_unit(spec, i, j)
+            for i, j, results, seconds in evaluate_units(spec, pending, n_workers, compilation_cache):
+                split.update(seconds)
                 if writing is not None:
                     writing.result()
-                writing = writer.submit(write_unit, group, spec, i, j, results)
+                writing = writer.submit(_write, group, spec, i, j, results)
                 if bar is not None:
                     bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
             if writing is not None:
@@ -112,6 +128,9 @@ def run_sweep(
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start if pending else 0.0
+    split.update(take())  # this process: writes (and units evaluated here)
+    if say is not None and pending:
+        say(describe(split))
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())
     return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete, missing)

@@ -18,8 +18,10 @@ from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.config import SweepSpec
 from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine import simulate
+from ppsweep.program import program_for
 from ppsweep.ranking import rank_lower_better
 from ppsweep.store import VARIABLES, booleans
+from ppsweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
 
@@ -47,7 +49,8 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
     for k, name in enumerate(spec.schedules):
         here = {"schedule": k}
         try:
-            table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
+            with phase("build"):
+                table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
         except UnsupportedPointError:
             continue
         memory = {mode: memory_figures(model, table, m) for mode, model in models.items()}
@@ -58,6 +61,8 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
         out["bubble_table"][here] = table.bubble_ratio()
         out["length_table"][here] = table.length
+        with phase("compile"):
+            program_for(table)
         for r, (mode, model) in enumerate(models.items()):
             at = {**here, "recompute": r} if spec.recompute is not None else here
             out["peak_activation_bytes"][at] = memory[mode].peak_activation_bytes
@@ -65,7 +70,9 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
             out["peak_memory_bytes"][at] = memory[mode].peak_memory_bytes
             if "fits" in out:
                 out["fits"][at] = memory[mode].peak_memory_bytes <= spec.memory_capacity
-            for name_, value in simulate_table(spec, table, model).items():
+            with phase("evaluate"):
+                engine_results = simulate_table(spec, table, model)
+            for name_, value in engine_results.items():
                 out[name_][at] = value  # xarray matches the dimensions by name
     for rank, by in (("rank_formula", "bubble_formula"), ("rank_table", "bubble_table"), ("rank_sim", "t_sim")):
         out[rank] = out[by].copy(data=rank_lower_better(out[by].values, axis=out[by].get_axis_num("schedule")))

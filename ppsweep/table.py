@@ -123,6 +123,11 @@ class ScheduleTable:
         Returns:
           Float array ``(p, T)``: the weighted sum of activations held during each slot.
         """
+        from ppsweep.fast_realize import activation_profile_fast  # array version; None: not handled
+
+        fast = activation_profile_fast(self, stage_weights)
+        if fast is not None:
+            return fast
         weights = np.ones(self.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
         delta = np.zeros((self.p, self.length + 1))
         for placed in self.placed_ops():

@@ -4,6 +4,13 @@
     python scripts/bench.py              # the table (under two minutes on 2 cores)
     python scripts/bench.py --large      # + a >= 10 million point sweep into a zarr store, end to end
     python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
+    python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
+    python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store)
+    python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end (minutes)
+
+Every run ends with the issue-15 targets, each beside its measured value and its ratio to the
+figures before that work ("today": build 20 µs/op, compile 40 µs/op, million 30 k points/s,
+scan 243 k points/s, envelope 129 M points/s); a target shows "-" where this run did not measure it.
 
 Points come from the cost model (conf/model/megatron_128l.yaml, conf/system/baseline.yaml) at
 p=8, m=32 over a bandwidth × latency grid. For every schedule and comm mode the table gives:
@@ -40,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from ppsweep import build_schedule  # noqa: E402
 from ppsweep import envelope as envelope_mod  # noqa: E402
+from ppsweep.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine import MODES, simulate  # noqa: E402
 from ppsweep.program import program_for  # noqa: E402
@@ -163,7 +171,7 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
     feats = grid_features(program, eargs, kw)
     t0 = time.perf_counter()
     try:
-        env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm)
+        env = envelope_mod.build_envelope(program, mode, feats.weights, feats.comm, routing=compiled_for(table).routing(mode))
         row["vectors"] = env.n_vectors
     except envelope_mod.EnvelopeTooLarge:
         row["vectors"] = None
@@ -327,6 +335,193 @@ def bench_scaling(names: list[str]) -> None:
                 )
 
 
+# ---------------------------------------------------------------------------------------------
+# --tables: per-table work, the array paths against the per-operation references
+
+#: Tables timed by --tables: (schedule, p, m); the references run on the first two only (seconds each).
+TABLES = (("1f1b", 32, 128), ("hanayo", 16, 64), ("1f1b", 64, 512), ("hanayo", 64, 512), ("chimera", 32, 256))
+REFERENCE_TABLES = 2
+
+
+def bench_tables(reps: int) -> dict:
+    """Build + compile of each table, fast and reference, and the envelope programme (overlap).
+
+    Returns the figures the targets use: ``fast_ops_s`` (build + compile, operations per second
+    over all tables, median of ``reps``), ``ratio`` (fast / reference on the reference tables),
+    ``ready_1f1b`` (seconds until 1F1B p=64, m=512 is built and compiled).
+    """
+    from ppsweep.fast_program import compile_program_fast
+    from ppsweep.fast_realize import realize_fast, validate_fast
+    from ppsweep.program import compile_program
+    from ppsweep.schedules import get_schedule
+    from ppsweep.table import realize
+    from ppsweep.validate import validate_table
+
+    model, system = configs()
+    print()
+    print("--tables: build (order + ASAP realization + validation) and compile (Program) of one table, seconds,")
+    print(f"median of {reps}; ops/s = operations / (build + compile); the envelope programme (overlap, the")
+    print("cost model's features) batched per wave vs lane by lane; disk = the built table read back from the disk cache")
+    print("(ppsweep.table_cache) instead of order + build. References run on the first two tables only.")
+    head = (f"{'schedule':8s} {'p':>3s} {'m':>4s} {'ops':>7s} | {'order':>6s} {'build':>6s} {'compile':>7s} {'ops/s':>6s} {'disk':>6s} | "
+            f"{'ref build':>9s} {'ref cmp':>7s} {'ref ops/s':>9s} {'speedup':>7s} | {'env':>6s} {'ref env':>7s}")
+    print(head)
+    print("-" * len(head))
+    total_ops = total_fast = 0.0
+    ratios = []
+    ready = ready_cached = float("nan")
+    for i, (name, p, m) in enumerate(TABLES):
+        schedule = get_schedule(name)
+        t_order = statistics.median(_seconds(lambda: schedule.build_order(p, m)) for _ in range(reps))
+        order = schedule.build_order(p, m)
+
+        def fast_build():
+            table = realize_fast(order)
+            validate_fast(table)
+            return table
+
+        t_build = statistics.median(_seconds(fast_build) for _ in range(reps))
+        table = fast_build()
+        t_compile = statistics.median(_seconds(lambda: compile_program_fast(table)) for _ in range(reps))
+        program = compile_program_fast(table)
+        n = program.n_ops
+        fast_rate = n / (t_order + t_build + t_compile)
+        total_ops += n
+        total_fast += t_order + t_build + t_compile
+        if (name, p, m) == ("1f1b", 64, 512):
+            ready = t_order + t_build + t_compile
+        from ppsweep.table_cache import MIN_CELLS
+
+        t_disk = _disk_read_seconds(name, p, m) if table.kind.size >= MIN_CELLS else float("nan")  # small: never cached
+        eargs, kw = grid_args(table, model, system, 16, 4)
+        feats = grid_features(program, eargs, kw)
+
+        def envelope(batched):
+            try:
+                envelope_mod.build_envelope(program, "overlap", feats.weights, feats.comm, batched=batched)
+            except envelope_mod.EnvelopeTooLarge:
+                pass
+
+        t_env = _seconds(lambda: envelope(True))
+        ref = ["-"] * 5
+        if i < REFERENCE_TABLES:
+            def ref_build():
+                t = realize(order)
+                validate_table(t)
+                return t
+
+            r_build = _seconds(ref_build)
+            r_compile = _seconds(lambda: compile_program(table, fast=False))
+            r_env = _seconds(lambda: envelope(False))
+            r_rate = n / (t_order + r_build + r_compile)
+            ratios.append(fast_rate / r_rate)
+            ref = [f"{r_build:9.3f}", f"{r_compile:7.3f}", f"{fmt_rate(r_rate):>9s}", f"{fast_rate / r_rate:6.0f}x", f"{r_env:7.2f}"]
+        print(f"{name:8s} {p:3d} {m:4d} {n:7d} | {t_order:6.3f} {t_build:6.3f} {t_compile:7.3f} {fmt_rate(fast_rate):>6s} "
+              f"{'-' if t_disk != t_disk else f'{t_disk:.3f}':>6s} | {ref[0]:>9s} {ref[1]:>7s} {ref[2]:>9s} {ref[3]:>7s} | {t_env:6.2f} {ref[4]:>7s}", flush=True)
+        if (name, p, m) == ("1f1b", 64, 512):
+            ready_cached = t_disk + t_compile
+    return {"fast_ops_s": total_ops / total_fast, "ratio": statistics.median(ratios) if ratios else float("nan"),
+            "ready_1f1b": ready, "ready_1f1b_cached": ready_cached}
+
+
+def _disk_read_seconds(name: str, p: int, m: int) -> float:
+    """Seconds to get a built table back from the disk cache (:mod:`ppsweep.table_cache`), in a temporary directory."""
+    from ppsweep import build as build_mod
+    from ppsweep import table_cache
+
+    saved = os.environ.get(table_cache.CACHE_ENV)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ[table_cache.CACHE_ENV] = tmp
+        try:
+            build_mod._build_cached.cache_clear()
+            build_schedule(name, p, m)  # builds and writes
+            build_mod._build_cached.cache_clear()
+            seconds = _seconds(lambda: build_schedule(name, p, m))  # reads
+        finally:
+            build_mod._build_cached.cache_clear()
+            if saved is None:
+                os.environ.pop(table_cache.CACHE_ENV, None)
+            else:
+                os.environ[table_cache.CACHE_ENV] = saved
+    return seconds
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------------------
+# --million, --design: whole sweeps through the command line
+
+
+def bench_sweep(name: str, extra: list[str]) -> dict:
+    """``python -m ppsweep +sweep=<name>`` into a temporary results_dir, in a fresh process.
+
+    Returns points, wall seconds, points/s and the CPU seconds of the run (user + system, the
+    process and its children: ``cpu / wall`` near 2 on this 2-core machine means both cores busy).
+    """
+    import re
+    import resource
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={tmp}", "progress=false", *extra]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = done.stdout + done.stderr
+    if done.returncode:
+        print(out[-2000:])
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {done.returncode}")
+    match = re.search(r"wrote ([\d,]+) points", out)
+    points = int(match.group(1).replace(",", "")) if match else 0
+    print()
+    print(f"--{name}: {' '.join(cmd[1:4] + cmd[6:])} (results_dir: a temporary directory)")
+    for line in out.splitlines():
+        if line.startswith(("wrote", "time split")) or line.startswith("  "):
+            print(f"  {line.strip()}")
+    print(f"  {points:,} points in {wall:.1f} s wall (process start included) = {points / wall:,.0f} points/s; "
+          f"CPU {cpu:.1f} s = {cpu / wall:.2f} cores busy on average")
+    return {"points": points, "wall": wall, "rate": points / wall, "cores": cpu / wall}
+
+
+# ---------------------------------------------------------------------------------------------
+# the targets of issue 15
+
+
+def print_targets(figures: dict) -> None:
+    """Each target beside the measured value and its ratio to the figure before issue 15."""
+    today_build_compile = 1.0 / (20e-6 + 40e-6)  # operations per second
+    rows = [
+        ("table build + compile, ops/s", ">= 1 M", figures.get("fast_ops_s"), today_build_compile, 1e6, False),
+        ("1F1B p=64 m=512 ready to evaluate, s", "<= 0.1", figures.get("ready_1f1b"), 65536 / today_build_compile, 0.1, True),
+        ("  the same, its table from the disk cache, s", "<= 0.1", figures.get("ready_1f1b_cached"), 65536 / today_build_compile, 0.1, True),
+        ("+sweep=million end to end, points/s", ">= 1 M", figures.get("million"), 30e3, 1e6, False),
+        ("+sweep=design end to end, s", "<= 120", figures.get("design"), None, 120, True),
+        ("scan, p=8 m=32 f64 mixed overlap, points/s", ">= 1 M", figures.get("scan"), 243e3, 1e6, False),
+        ("envelope, p=8 m=32 f64 mixed overlap, points/s", ">= 300 M", figures.get("envelope"), 129e6, 300e6, False),
+        ("cores busy during +sweep=million (of 2)", "2", figures.get("cores"), None, 1.8, False),
+    ]
+    print()
+    print("Issue 15 targets (measured in this run; ratio = measured / before, inverted for seconds):")
+    head = f"  {'target':48s} {'wanted':>9s} {'measured':>10s} {'before':>9s} {'ratio':>7s}  met"
+    print(head)
+    for label, wanted, value, before, bound, lower_is_better in rows:
+        if value is None or value != value:
+            print(f"  {label:48s} {wanted:>9s} {'-':>10s}")
+            continue
+        shown = f"{value:.3f}" if lower_is_better or value < 100 else fmt_rate(value)
+        before_s = "-" if before is None else (f"{before:.2f}" if lower_is_better else fmt_rate(before))
+        ratio = "-" if before is None else f"{(before / value if lower_is_better else value / before):6.1f}x"
+        met = value <= bound if lower_is_better else value >= bound
+        print(f"  {label:48s} {wanted:>9s} {shown:>10s} {before_s:>9s} {ratio:>7s}  {'yes' if met else 'no'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", action="store_true", help="also run a >= 10 million point sweep into zarr")
@@ -336,9 +531,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="warm repetitions per figure (median)")
     parser.add_argument("--ref-points", type=int, default=3, help="points the reference simulator runs per row")
     parser.add_argument("--skip-table", action="store_true", help="skip the per-schedule table")
+    parser.add_argument("--tables", action="store_true", help="per-table work: build, compile, envelope (fast vs reference)")
+    parser.add_argument("--million", action="store_true", help="also run +sweep=million end to end")
+    parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
     args = parser.parse_args()
 
     start = time.perf_counter()
+    figures: dict = {}
     print(f"machine: {machine()}")
     print(f"command: python scripts/bench.py {' '.join(sys.argv[1:])}".rstrip())
     print()
@@ -352,12 +551,22 @@ def main() -> None:
         rows = [bench_row(name, mode, model, system, args) for name in SCHEDULES for mode in MODES]
         print_table(rows)
         print_summary(rows)
+        figures["scan"] = mixed(rows, "overlap", "scan_f64")
+        figures["envelope"] = mixed(rows, "overlap", "env_f64")
+    if args.tables:
+        figures.update(bench_tables(args.reps))
+    if args.million:
+        million = bench_sweep("million", [])
+        figures["million"], figures["cores"] = million["rate"], million["cores"]
+    if args.design:
+        figures["design"] = bench_sweep("design", [])["wall"]
     if args.large:
         n_latency = 1000
         n_bandwidth = -(-args.large_points // (len(SCHEDULES) * 2 * n_latency))
         bench_large(n_bandwidth, n_latency)
     if args.scaling:
         bench_scaling(args.scaling_schedules.split(","))
+    print_targets(figures)
     print()
     print(f"bench: {time.perf_counter() - start:.0f} s")
 

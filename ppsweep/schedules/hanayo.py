@@ -117,11 +117,12 @@ def diagram_slot(kind: Kind, unit: int, j: int, stage: int, p: int, waves: int) 
 
 def worker_order(p: int, m: int, waves: int, w: int) -> tuple[Op, ...]:
     """Worker ``w``'s operations sorted by their slot in the wave diagram."""
+    stages = worker_stages(p, waves, w)
     timed = [
         (diagram_slot(kind, unit, j, s, p, waves), Op(kind, unit * p + j, s))
         for unit in range(m // p)
         for j in range(p)
-        for s in worker_stages(p, waves, w)
+        for s in stages
         for kind in (Kind.F, Kind.B)
     ]
     timed.sort(key=lambda item: item[0])

@@ -1,0 +1,205 @@
+"""The envelope's max-plus programme one wave at a time (array version of its per-lane loop).
+
+:func:`ppsweep.envelope.build_envelope` walks the table's waves and, within a wave, its lanes
+one at a time, joining (pruning) small sets of path vectors at every lane: tens of thousands of
+tiny numpy calls for a large table. :func:`run_waves_batched` does the same joins for every lane
+of a wave at once: the sets are padded into one ``(lanes, K, J)`` array and pruned together with
+the reference's arithmetic (the same sums, the same stable order, the same tolerances), so every
+vector it keeps is the reference's, in the reference's order, to the bit. Where a join exceeds
+the cap it raises the error the reference raises first (lane by lane, the start's join before the
+link's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppsweep.envelope import _SAME, EnvelopeTooLarge
+from ppsweep.program import Program
+
+#: Modes whose wave rules :func:`run_waves_batched` implements.
+BATCHED_MODES = ("overlap", "blocking", "contention")
+
+#: Fewest workers (lanes per wave) for which batching pays: with fewer, a wave's handful of
+#: lanes cost less one by one than the batched wave's fixed number of array operations.
+BATCHED_MIN_WORKERS = 8
+
+
+class _Sets:
+    """Sets of path vectors in one padded array: ``vals (n, K, J)``, the first ``count[i]`` rows valid."""
+
+    def __init__(self, n: int, J: int) -> None:
+        self.vals = np.zeros((n, 1, J))
+        self.count = np.ones(n, dtype=np.int64)
+
+    def width(self, K: int) -> None:
+        """Make room for ``K`` rows per set."""
+        if K > self.vals.shape[1]:
+            pad = np.zeros((self.vals.shape[0], K - self.vals.shape[1], self.vals.shape[2]))
+            self.vals = np.concatenate([self.vals, pad], axis=1)
+
+    def put(self, index: np.ndarray, vals: np.ndarray, count: np.ndarray) -> None:
+        """Replace the sets at ``index`` (distinct) with ``vals (k, K', J)``, ``count (k,)``."""
+        self.width(vals.shape[1])
+        self.vals[index, : vals.shape[1]] = vals
+        self.count[index] = count
+
+    def get(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(vals, count)`` of the sets at ``index``, as wide as their largest (a new array)."""
+        count = self.count[index]
+        return self.vals[index, : max(1, int(count.max(initial=1)))], count
+
+    def as_list(self) -> list[np.ndarray]:
+        """The sets as the reference keeps them: one ``(k_i, J)`` array each."""
+        return [self.vals[i, :c].copy() for i, c in enumerate(self.count.tolist())]
+
+
+def join_pairs(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``prune(np.concatenate([A_i, B_i]))`` for every pair at once, without the cap check.
+
+    :func:`ppsweep.envelope.prune` with the same arithmetic: rows sorted by decreasing sum,
+    stably (so ``A``'s rows before ``B``'s among equal sums), a row dropped where an earlier one
+    is at least as large in every component within the rounding tolerance.
+
+    Args:
+      a, b: ``(k, Ka, J)`` and ``(k, Kb, J)`` padded sets; ``na``, ``nb``: valid rows of each.
+
+    Returns:
+      ``(vals (k, K, J), count (k,))``: the kept rows of each pair first, in the reference's order.
+    """
+    if a.shape[1] == 1 and b.shape[1] == 1:
+        return _join_single(a[:, 0], b[:, 0])
+    v = np.concatenate([a, b], axis=1)
+    K = v.shape[1]
+    index = np.arange(K)
+    rows = np.concatenate([index[None, : a.shape[1]] < na[:, None], index[None, : b.shape[1]] < nb[:, None]], axis=1)
+    keys = np.where(rows, -v.sum(axis=2), np.inf)  # padding sorts last
+    order = np.argsort(keys, axis=1, kind="stable")
+    v = np.take_along_axis(v, order[:, :, None], axis=1)
+    rows = np.take_along_axis(rows, order, axis=1)
+    tol = _SAME * np.where(rows[:, :, None], np.abs(v), 0.0).max(axis=1)  # (k, J)
+    dom = np.all(v[:, :, None, :] >= v[:, None, :, :] - tol[:, None, None, :], axis=-1)  # dom[g, i, j]: i >= j
+    dom &= rows[:, :, None]  # padding dominates nothing
+    dominated = (dom & _upper(K)).any(axis=1)
+    keep = rows & ~dominated
+    count = keep.sum(axis=1)
+    width = max(1, int(count.max()))
+    # Kept rows to the front, in order.
+    dest = np.where(keep, np.cumsum(keep, axis=1) - 1, width)
+    out = np.zeros((v.shape[0], width + 1, v.shape[2]))
+    np.put_along_axis(out, dest[:, :, None], v, axis=1)
+    return out[:, :width], count
+
+
+def _join_single(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`join_pairs` of one vector with one vector, ``a, b (k, J)``: the same steps, two rows each.
+
+    The row with the larger sum comes first (``a`` on a tie); the second is dropped where the
+    first is at least as large in every component within ``_SAME`` times the larger magnitude.
+    """
+    b_first = (b.sum(axis=1) > a.sum(axis=1))[:, None]
+    first = np.where(b_first, b, a)
+    second = np.where(b_first, a, b)
+    tol = _SAME * np.maximum(np.abs(a), np.abs(b))
+    dropped = np.all(first >= second - tol, axis=1)
+    out = np.stack([first, second], axis=1)
+    return out, np.where(dropped, 1, 2)
+
+
+_UPPER: dict[int, np.ndarray] = {}
+
+
+def _upper(K: int) -> np.ndarray:
+    """``(K, K)`` True strictly above the diagonal (row ``i`` before row ``j``)."""
+    if K not in _UPPER:
+        _UPPER[K] = np.triu(np.ones((K, K), dtype=bool), 1)
+    return _UPPER[K]
+
+
+def run_waves_batched(
+    program: Program, mode: str, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int]:
+    """The wave loop of :func:`ppsweep.envelope.build_envelope`, every lane of a wave at once.
+
+    Args:
+      program: the compiled table.
+      mode: one of :data:`BATCHED_MODES`.
+      rows: ``(4S, J)`` duration vector of each cost row.
+      wire, msg: ``(J,)`` vectors of a message's wire time and of its whole time.
+      cap: largest set kept at a node.
+
+    Returns:
+      ``(free, reg, resources, ready, largest)``: the sets after the last wave (as the
+      reference's lists; ``resources`` as :mod:`ppsweep.comm` numbers them: the links in
+      ``contention``, none in ``overlap`` and ``blocking``) and the largest set kept by a join.
+
+    Raises:
+      EnvelopeTooLarge: the reference's error, where a join keeps more than ``cap`` vectors.
+    """
+    if mode not in BATCHED_MODES:
+        raise ValueError(f"mode: batched waves handle {', '.join(BATCHED_MODES)}, got {mode!r}")
+    J = rows.shape[1]
+    p = program.p
+    free = _Sets(p, J)
+    reg = _Sets(program.n_regs + 2, J)
+    link = _Sets(program.n_links + 1, J)
+    ready = _Sets(program.n_sync * p + 1, J)
+    largest = 1
+    contention, blocking = mode == "contention", mode == "blocking"
+    for t in range(program.n_waves):
+        lanes = np.flatnonzero(program.active[t])
+        dep = program.dep_reg[t, lanes]
+        out = program.out_reg[t, lanes]
+        sends = out != program.trash_reg
+        start, n_start = free.get(lanes)
+        waits = dep != program.zero_reg
+        start_count = np.zeros(len(lanes), dtype=np.int64)
+        if waits.any():
+            joined, counts = join_pairs(start[waits], n_start[waits], *reg.get(dep[waits]))
+            width = max(start.shape[1], joined.shape[1])
+            start = _widen(start, width)
+            start[waits] = _widen(joined, width)
+            n_start = n_start.copy()
+            n_start[waits] = counts
+            start_count[waits] = counts
+        end = start + rows[program.cost_row[t, lanes]][:, None, :]
+        go_count = np.zeros(len(lanes), dtype=np.int64)
+        if contention and sends.any():
+            lk = program.link[t, lanes[sends]]
+            go, n_go = join_pairs(end[sends], n_start[sends], *link.get(lk))
+            go_count[sends] = n_go
+        over = (start_count > cap) | (go_count > cap)
+        if over.any():  # the reference's first error: lane by lane, the start's join before the link's
+            i = int(np.flatnonzero(over)[0])
+            count = start_count[i] if start_count[i] > cap else go_count[i]
+            raise EnvelopeTooLarge(f"{int(count)} vectors at one node (cap {cap})")
+        largest = max(largest, int(start_count.max(initial=0)), int(go_count.max(initial=0)))
+        arrival = end + msg
+        n_arrival = n_start
+        if contention and sends.any():
+            link.put(lk, go + wire, n_go)
+            arrival = _widen(arrival, go.shape[1])
+            arrival[sends] = _widen(go + msg, arrival.shape[1])
+            n_arrival = n_start.copy()
+            n_arrival[sends] = n_go
+        if sends.any():
+            reg.put(out[sends], arrival[sends], n_arrival[sends])
+        if blocking:
+            after = _widen(end, arrival.shape[1])
+            after[sends] = arrival[sends]
+            free.put(lanes, after, np.where(sends, n_arrival, n_start))
+        else:
+            free.put(lanes, end, n_start)
+        slot = program.sync_slot[t, lanes]
+        synced = slot != program.trash_sync
+        if synced.any():
+            ready.put(slot[synced], end[synced], n_start[synced])
+    resources = link.as_list()[: program.n_links] if contention else []  # ppsweep.comm's resources of the mode
+    return free.as_list(), reg.as_list(), resources, ready.as_list(), largest
+
+
+def _widen(vals: np.ndarray, K: int) -> np.ndarray:
+    """``vals (n, k, J)`` with at least ``K`` rows per set (zero rows added), as a new array."""
+    if vals.shape[1] >= K:
+        return vals.copy()
+    return np.concatenate([vals, np.zeros((vals.shape[0], K - vals.shape[1], vals.shape[2]))], axis=1)

@@ -1,0 +1,266 @@
+"""The array paths (ppsweep.fast_realize, ppsweep.fast_program) against the per-operation references.
+
+Every registered schedule and variant over small (p, m) and several slot settings, and random
+valid orders (several stages per worker, two replicas, split backward): the realized tables, the
+validator's verdicts and messages, the activation profiles and the compiled programs must be
+equal to the reference's, array for array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+import ppsweep.fast_realize as fast_realize
+from ppsweep import SCHEDULES
+from ppsweep.build import resolve_options, why_unsupported
+from ppsweep.fast_program import _allocate_registers, compile_program_fast
+from ppsweep.fast_realize import realize_fast, table_ops, validate_fast
+from ppsweep.ops import Kind, Op, dependencies, expected_ops
+from ppsweep.program import compile_program
+from ppsweep.schedules import get_schedule
+from ppsweep.schedules.base import ScheduleOrder
+from ppsweep.table import OrderDeadlockError, ScheduleTable, realize
+from ppsweep.validate import InvalidTableError, validate_table
+
+#: Option values tried beyond each schedule's defaults (schedules not named here: defaults only).
+VARIANTS = {"hanayo": [{"waves": 2}, {"waves": 3}], "chimera": [{"split": "1:2"}]}
+POINTS = [(2, 1), (2, 4), (3, 5), (4, 4), (4, 8), (6, 12), (8, 8), (8, 24)]
+SLOTS = [(1, 2), (1, 1), (2, 3)]
+
+
+def _cases():
+    cases = []
+    for name in sorted(SCHEDULES):
+        for options in [{}] + VARIANTS.get(name, []):
+            for p, m in POINTS:
+                if why_unsupported(name, p, m, **options) is None:
+                    cases.append((name, p, m, options))
+    return cases
+
+
+CASES = _cases()
+
+
+def _case_id(case) -> str:
+    name, p, m, options = case
+    return f"{name}-p{p}-m{m}" + "".join(f"-{k}={v}" for k, v in options.items())
+
+
+def assert_fields_equal(fast, ref) -> None:
+    """Every field of two dataclasses (tables, programs) equal; arrays also in dtype and shape."""
+    for f in dataclasses.fields(ref):
+        a, b = getattr(fast, f.name), getattr(ref, f.name)
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), f.name
+        else:
+            assert a == b, f.name
+
+
+assert_tables_equal = assert_programs_equal = assert_fields_equal
+
+
+def reference_profile(table: ScheduleTable, weights, monkeypatch) -> np.ndarray:
+    """``activation_profile`` with its array path switched off (the per-operation loop)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(fast_realize, "activation_profile_fast", lambda *args: None)
+        return table.activation_profile(weights)
+
+
+def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatch) -> None:
+    ref = realize(order, f_slots, b_slots)
+    fast = realize_fast(order, f_slots, b_slots)
+    assert_tables_equal(fast, ref)
+    # the operations realize_fast remembers are those read back off the dense arrays (None for
+    # both where the table has kinds the array paths leave to the references, e.g. F&B pairs)
+    remembered, read_back = table_ops(fast), fast_realize._read_ops(ref)
+    assert (remembered is None) == (read_back is None)
+    if read_back is not None:
+        assert_fields_equal(remembered, read_back)
+    validate_table(ref)
+    validate_fast(fast)
+    weights = np.linspace(0.5, 2.0, ref.n_stages)
+    for w in (None, weights):
+        expected = reference_profile(ref, w, monkeypatch)
+        got = fast.activation_profile(w)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert_programs_equal(compile_program_fast(fast), compile_program(ref, fast=False))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("slots", SLOTS, ids=lambda s: f"f{s[0]}b{s[1]}")
+def test_registered_schedules_match_reference(case, slots, monkeypatch):
+    name, p, m, options = case
+    order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
+    check_all_paths(order, *slots, monkeypatch)
+
+
+def random_order(rng: random.Random, p: int, m: int, n_stages: int, replicas: int, split: bool) -> ScheduleOrder:
+    """A random valid order: a random topological order of all operations, dealt to their workers."""
+    placement = np.array([[rng.randrange(p) for _ in range(n_stages)] for _ in range(replicas)], dtype=np.int64)
+    micro_replica = np.array([rng.randrange(replicas) for _ in range(m)], dtype=np.int64)
+    pending = set(expected_ops(m, n_stages, split))
+    done: set[Op] = set()
+    rows: list[list[Op]] = [[] for _ in range(p)]
+    while pending:
+        ready = sorted(op for op in pending if all(d in done for d in dependencies(op, n_stages, split)))
+        op = rng.choice(ready)
+        pending.remove(op)
+        done.add(op)
+        rows[int(placement[micro_replica[op.micro], op.stage])].append(op)
+    return ScheduleOrder(
+        name="random", p=p, m=m, n_stages=n_stages, orders=tuple(tuple(r) for r in rows),
+        placement=placement, micro_replica=micro_replica,
+        stage_fractions=np.full(n_stages, 1.0 / n_stages), split_backward=split,
+    )
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_valid_orders_match_reference(seed, monkeypatch):
+    rng = random.Random(seed)
+    p = rng.choice([2, 3, 4])
+    order = random_order(rng, p, rng.randint(1, 5), rng.randint(1, 6), rng.choice([1, 2]), rng.random() < 0.5)
+    f_slots, b_slots = rng.choice(SLOTS)
+    ref = realize(order, f_slots, b_slots)
+    assert_tables_equal(realize_fast(order, f_slots, b_slots), ref)
+    # Random placements may send one output to two workers: then both compilers refuse it.
+    try:
+        expected = compile_program(ref, fast=False)
+    except NotImplementedError as err:
+        with pytest.raises(NotImplementedError) as fast_err:
+            compile_program_fast(ref)
+        assert str(fast_err.value) == str(err)
+    else:
+        assert_programs_equal(compile_program_fast(ref), expected)
+    weights = np.linspace(0.5, 2.0, ref.n_stages)
+    assert np.array_equal(ref.activation_profile(weights), reference_profile(ref, weights, monkeypatch))
+
+
+def test_deadlock_and_malformed_orders_give_the_reference_errors():
+    order = get_schedule("1f1b").build_order(3, 3)
+    # Worker 0 waits for a backward that its own later forward must precede: a cycle.
+    rows = list(order.orders)
+    rows[0] = tuple(reversed(rows[0]))
+    stuck = dataclasses.replace(order, orders=tuple(rows))
+    with pytest.raises(OrderDeadlockError) as ref_err:
+        realize(stuck)
+    with pytest.raises(OrderDeadlockError) as fast_err:
+        realize_fast(stuck)
+    assert str(fast_err.value) == str(ref_err.value)
+    # An operation listed twice and one out of range: the reference's table either way.
+    rows = list(order.orders)
+    rows[2] = rows[2] + (rows[2][-1],)
+    twice = dataclasses.replace(order, orders=tuple(rows))
+    assert_tables_equal(realize_fast(twice), realize(twice))
+    with pytest.raises(ValueError, match="f_slots"):
+        realize_fast(order, 0, 2)
+
+
+def corrupted_tables(table: ScheduleTable):
+    """Copies of a valid table, each breaking one rule of the validator."""
+
+    def copy(**changes):
+        arrays = {k: getattr(table, k).copy() for k in ("kind", "micro", "stage", "replica")}
+        for name, edit in changes.items():
+            edit(arrays[name])
+        return dataclasses.replace(table, **arrays)
+
+    ops = table_ops(table)
+    w, t = int(ops.worker[-1]), int(ops.start[-1])
+    yield copy(kind=lambda a: a.__setitem__((w, slice(t, t + int(ops.slots[-1]))), int(Kind.IDLE)))  # missing op
+    yield copy(replica=lambda a: a.__setitem__((w, t), 7))  # wrong replica cell
+    yield copy(micro=lambda a: a.__setitem__((w, t), table.m))  # microbatch out of range
+    yield copy(kind=lambda a: a.__setitem__((w, t), 9))  # unknown kind code
+    # Two cells swapped on worker 0: order or duration broken.
+    yield copy(**{name: (lambda a: a.__setitem__((0, slice(0, 2)), a[0, 1::-1].copy())) for name in ("kind", "micro", "stage")})
+    # The first operation of worker 1 moved to slot 0 (before its input exists).
+    first = int(np.flatnonzero(ops.worker == 1)[0])
+    t1, d1 = int(ops.start[first]), int(ops.slots[first])
+
+    if t1 >= d1:
+        arrays = {k: getattr(table, k).copy() for k in ("kind", "micro", "stage", "replica")}
+        for name, array in arrays.items():
+            values = array[1, t1 : t1 + d1].copy()
+            array[1, t1 : t1 + d1] = int(Kind.IDLE) if name == "kind" else -1
+            array[1, :d1] = values
+        yield dataclasses.replace(table, **arrays)
+
+
+@pytest.mark.parametrize("name", ["1f1b", "chimera"])
+def test_validator_verdicts_and_messages_match_reference(name):
+    order = get_schedule(name).build_order(4, 8)
+    table = realize_fast(order)
+    n = 0
+    for bad in corrupted_tables(table):
+        with pytest.raises(InvalidTableError) as ref_err:
+            validate_table(bad)
+        with pytest.raises(InvalidTableError) as fast_err:
+            validate_fast(bad)
+        assert str(fast_err.value) == str(ref_err.value)
+        n += 1
+    assert n >= 6
+
+
+def test_register_allocation_is_first_fit():
+    # Waves 0, 0, 1, 3: messages 0 and 1 hold registers 0 and 1 until waves 1 and 3; message 2
+    # (wave 1) reuses register 0 (its last reader is in wave 1), message 3 (wave 3) takes 0 again
+    # (message 2 died in wave 2)... written out by hand from the rule.
+    register, n_regs = _allocate_registers(np.array([0, 0, 1, 3]), np.array([1, 3, 2, 5]))
+    assert register.tolist() == [0, 1, 0, 0] and n_regs == 2
+    register, n_regs = _allocate_registers(np.array([0, 0, 1, 1]), np.array([4, 4, 2, 2]))
+    assert register.tolist() == [0, 1, 2, 3] and n_regs == 4
+
+
+def batched_envelope(program, mode, weights, comm, cap):
+    import ppsweep.fast_envelope as fast_envelope
+    from ppsweep.envelope import build_envelope
+
+    saved = fast_envelope.BATCHED_MIN_WORKERS
+    fast_envelope.BATCHED_MIN_WORKERS = 1
+    try:
+        return build_envelope(program, mode, weights, comm, cap=cap, batched=True)
+    finally:
+        fast_envelope.BATCHED_MIN_WORKERS = saved
+
+
+def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random non-negative feature weights (half of the features communication), some zeros."""
+    from ppsweep.envelope import raw_size
+
+    weights = rng.random((n_features, raw_size(program))) * (rng.random((n_features, raw_size(program))) < 0.7)
+    comm = np.arange(n_features) >= n_features // 2
+    return weights, comm
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] <= 6], ids=_case_id)
+def test_batched_envelope_matches_lane_by_lane(case):
+    from ppsweep.envelope import EnvelopeTooLarge, build_envelope
+    from ppsweep.fast_envelope import BATCHED_MODES
+
+    name, p, m, options = case
+    order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
+    program = compile_program_fast(realize_fast(order))
+    rng = np.random.default_rng(p * 1000 + m)
+    for mode in BATCHED_MODES:
+        for cap, n_features in ((64, 3), (3, 4), (64, 5)):
+            weights, comm = random_weights(program, rng, n_features)
+            results = []
+            for batched in (True, False):
+                try:
+                    if batched:  # whatever the number of workers
+                        results.append(batched_envelope(program, mode, weights, comm, cap))
+                    else:
+                        results.append(build_envelope(program, mode, weights, comm, cap=cap, batched=False))
+                except EnvelopeTooLarge as err:
+                    results.append(str(err))
+            fast, ref = results
+            if isinstance(ref, str):
+                assert fast == ref
+                continue
+            assert fast.t_sim.shape == ref.t_sim.shape and np.array_equal(fast.t_sim, ref.t_sim)
+            assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
+            assert np.array_equal(fast.compute, ref.compute)
+            assert (fast.depth, fast.largest) == (ref.depth, ref.largest)

@@ -1,0 +1,76 @@
+"""Tables cached on disk (ppsweep.table_cache): the same arrays back, keys that separate tables and code."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ppsweep import build as build_mod
+from ppsweep import table_cache
+from ppsweep.fast_realize import realize_fast
+from ppsweep.schedules import get_schedule
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(table_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(table_cache, "MIN_CELLS", 0)
+    build_mod._build_cached.cache_clear()
+    yield tmp_path
+    build_mod._build_cached.cache_clear()
+
+
+def fresh(name, p, m, **options):
+    build_mod._build_cached.cache_clear()
+    return build_mod.build_schedule(name, p, m, **options)
+
+
+def assert_same(a, b):
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(y, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y and type(x) is type(y), f.name
+
+
+@pytest.mark.parametrize("name, options", [("1f1b", {}), ("chimera", {"split": "1:2"}), ("hanayo", {"waves": 2})])
+def test_a_cached_table_reads_back_equal(cache, name, options):
+    built = fresh(name, 4, 8, **options)
+    assert len(list(cache.glob("*.npz"))) == 1
+    read = fresh(name, 4, 8, **options)
+    assert read is not built
+    assert_same(read, built)
+    expected = realize_fast(get_schedule(name).build_order(4, 8, **options))
+    assert_same(read, dataclasses.replace(expected, options=read.options))
+    assert not list(cache.glob("*.tmp"))
+
+
+def test_keys_separate_definitions_and_code(cache, monkeypatch):
+    base = table_cache.table_key("1f1b", 4, 8, 1, 2, ())
+    assert base != table_cache.table_key("1f1b", 4, 8, 1, 3, ())
+    assert base != table_cache.table_key("1f1b", 8, 4, 1, 2, ())
+    assert table_cache.table_key("hanayo", 4, 8, 1, 2, (("waves", "int", 1),)) != table_cache.table_key(
+        "hanayo", 4, 8, 1, 2, (("waves", "bool", True),)
+    )
+    monkeypatch.setattr(table_cache, "code_version", lambda: "another version")
+    assert base != table_cache.table_key("1f1b", 4, 8, 1, 2, ())
+
+
+def test_a_damaged_file_is_rebuilt_and_replaced(cache):
+    built = fresh("gpipe", 4, 8)
+    (path,) = cache.glob("*.npz")
+    path.write_bytes(b"not a table")
+    again = fresh("gpipe", 4, 8)
+    assert_same(again, built)
+    assert table_cache._read(path) is not None
+
+
+def test_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(table_cache.CACHE_ENV, "off")
+    assert table_cache.cache_dir() is None
+    fresh("gpipe", 4, 8)
+    assert not list(tmp_path.glob("*.npz"))
+    build_mod._build_cached.cache_clear()
