@@ -41,6 +41,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ppsweep import envelope as _envelope  # noqa: E402
+from ppsweep.noise import NoiseConfig, op_factors, op_identities  # noqa: E402
 from ppsweep.program import Program, program_for  # noqa: E402
 from ppsweep.table import ScheduleTable  # noqa: E402
 
@@ -120,6 +121,7 @@ def simulate(
     method: str = "auto",
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
+    noise: NoiseConfig | None = None,
 ) -> SimResult:
     """Simulate one table at every point of a broadcast grid of costs.
 
@@ -145,9 +147,14 @@ def simulate(
       finish: compute ``worker_finish``; with False it comes back with a trailing axis of length 0
         (sweeps do not store it, and it is most of the envelope's output).
       cap: most vectors the envelope keeps at one node before falling back to the scan.
+      noise: a :class:`ppsweep.noise.NoiseConfig` with ``samples = k > 0``: every point is run
+        ``k`` times with the operations' and messages' factors of samples ``0 … k-1`` (drawn
+        here, :func:`ppsweep.noise.op_factors`), on the scan (the envelope cannot take per-operation
+        noise); results get a trailing axis of length ``k``. Where every factor is 1
+        (``noise.is_zero``) the noise-free results are repeated along it.
 
     Returns:
-      A :class:`SimResult` with arrays of the broadcast shape.
+      A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
     """
     check_mode(mode)
     check_method(method)
@@ -164,6 +171,24 @@ def simulate(
     n = int(np.prod(batch, dtype=np.int64))
 
     program = program_for(table)
+    if noise is not None and noise.enabled:
+        if noise.is_zero:
+            plain = simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes,
+                             t_opt=t_opt, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
+            rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
+            return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
+                             rep(plain.compute_time, -1), plain.method)
+        factors = _lane_factors(program, table, noise)
+        batch = batch + (noise.samples,)
+        t_sim, fin, comm, compute = _simulate_scan(program, stage_arrays, point_arrays, batch, np.arange(n * noise.samples),
+                                                   mode, dtype, chunk, factors)
+        return SimResult(
+            t_sim=t_sim.reshape(batch),
+            worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
+            comm_time=comm.reshape(batch),
+            compute_time=compute.reshape(batch),
+            method="scan",
+        )
     if method in ("auto", "envelope"):
         result = _simulate_envelope(table, program, stage_arrays, point_arrays, batch, mode, dtype, chunk, finish, cap)
         if result is not None:
@@ -188,29 +213,40 @@ def _simulate_scan(
     mode: str,
     dtype: np.dtype,
     chunk: int,
+    factors: "_LaneFactors | None" = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
 
     Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
-    so memory beyond the results stays bounded however large the grid.
+    so memory beyond the results stays bounded however large the grid. With ``factors`` the last
+    axis of ``batch`` is the sample, and the costs broadcast against the axes before it.
     """
     S = program.n_stages
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
     counts = np.bincount(program.compute_rows, minlength=4 * S).astype(float)
-    for lo in range(0, n, HOST_BATCH):
-        hi = min(lo + HOST_BATCH, n)
+    step = HOST_BATCH if factors is None else max(1, HOST_BATCH // batch[-1]) * batch[-1]  # whole groups of samples
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
         where = np.unravel_index(index[lo:hi], batch)
-        flat_stage = {k: np.broadcast_to(a, batch + (S,))[where] for k, a in stage_arrays.items()}
-        flat_point = {k: np.broadcast_to(a, batch)[where] for k, a in point_arrays.items()}
+        sample = None
+        if factors is not None:
+            where, sample = where[:-1], where[-1]
+        cost_batch = batch[:-1] if factors is not None else batch
+        flat_stage = {k: np.broadcast_to(a, cost_batch + (S,))[where] for k, a in stage_arrays.items()}
+        flat_point = {k: np.broadcast_to(a, cost_batch)[where] for k, a in point_arrays.items()}
         dur = np.concatenate([flat_stage[k] for k in ("t_f", "t_b", "t_i", "t_w")], axis=1).T  # (4S, n)
         with np.errstate(divide="ignore"):
             wire = np.where(np.isinf(flat_point["beta"]), 0.0, flat_point["msg_bytes"] / flat_point["beta"])
             sync_dur = _sync_durations(program, flat_stage["grad_bytes"], flat_point["alpha"], flat_point["beta"])
-        t, f, path_compute = run_program(program, dur, flat_point["alpha"], wire, sync_dur, flat_point["t_opt"], mode, dtype, chunk)
+        t, f, path_compute = run_program(program, dur, flat_point["alpha"], wire, sync_dur, flat_point["t_opt"], mode, dtype, chunk,
+                                         factors=factors, sample=sample)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
-        compute[lo:hi] = counts @ dur + program.p * flat_point["t_opt"]
+        if factors is None:
+            compute[lo:hi] = counts @ dur + program.p * flat_point["t_opt"]
+        else:
+            compute[lo:hi] = np.einsum("rn,rn->n", dur, factors.row_sums[:, sample]) + program.p * flat_point["t_opt"]
     return t_sim, finish, comm, compute
 
 
@@ -303,6 +339,9 @@ def run_program(
     mode: str,
     dtype: np.dtype = np.dtype(np.float64),
     chunk: int = DEFAULT_CHUNK,
+    *,
+    factors: "_LaneFactors | None" = None,
+    sample: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run a compiled table over flat per-point costs, chunk by chunk.
 
@@ -316,6 +355,8 @@ def run_program(
       mode: communication mode.
       dtype: float dtype of the computation.
       chunk: most points per compiled call (tiles of at most :data:`SCAN_TILE` per device).
+      factors: noise factors of the table's lanes (:func:`_lane_factors`), or None.
+      sample: ``(n,)`` sample index of each point (with ``factors``).
 
     Returns:
       ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64.
@@ -324,16 +365,30 @@ def run_program(
     static, xs = _lanes_for(program)
     devices = jax.devices()
     tile = min(chunk, SCAN_TILE, _bucket(n, 256))
+    k = 0
+    lane_factors: tuple = (None, None)
+    if factors is not None:
+        # A tile holds whole groups of k samples (points are ordered sample-fastest), so each
+        # point's sample is its position modulo k and the factors broadcast without a gather.
+        k = factors.compute.shape[-1]
+        if n % k or (sample is not None and not np.array_equal(sample, np.arange(n) % k)):
+            raise ValueError("run_program: noisy points must come in whole groups of samples 0 … k-1")
+        tile = max(1, tile // k) * k
+        lane_factors = (jnp.asarray(factors.compute, dtype), jnp.asarray(factors.message, dtype))
     size = tile * len(devices)
     placed = _placement(len(devices))
 
     def one(lo: int):
         hi = min(lo + size, n)
         args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in (dur, alpha, wire, sync_dur, t_opt)]
+        if k:
+            args = [_sample_major(a, k) for a in args]
         if placed is not None:
             args = [jax.device_put(a, placed(a.ndim)) for a in args]
-        out = _scan_chunk(static, mode, *xs, *args)
-        return hi - lo, [np.asarray(o) for o in out]
+        out = [np.asarray(o) for o in _scan_chunk(static, mode, k, *xs, *args, *lane_factors)]
+        if k:
+            out = [_sample_major(o, size // k) for o in out]
+        return hi - lo, out
 
     starts = range(0, n, size)
     workers = _scan_workers() if placed is None else 1
@@ -346,6 +401,12 @@ def run_program(
     finish = np.concatenate([o[1][:, :k] for k, o in outs], axis=1).astype(np.float64)
     path = np.concatenate([o[2][:k] for k, o in outs]).astype(np.float64)
     return t_sim, finish, path
+
+
+def _sample_major(a: np.ndarray, k: int) -> np.ndarray:
+    """Points ``(…, g·k)`` ordered sample-fastest -> sample-slowest (and back, with ``k`` the group count)."""
+    lead, n = a.shape[:-1], a.shape[-1]
+    return np.ascontiguousarray(np.swapaxes(a.reshape(lead + (n // k, k)), -1, -2)).reshape(lead + (n,))
 
 
 def _scan_workers() -> int:
@@ -441,6 +502,43 @@ def _padded_lanes(program: Program) -> tuple[np.ndarray, ...]:
     return tuple(np.concatenate([a, np.full((extra, program.p), fill, dtype=a.dtype)]) for a, fill in lanes)
 
 
+@dataclass(frozen=True)
+class _LaneFactors:
+    """Noise factors laid out like the scan's padded lanes.
+
+    Attributes:
+      compute, message: ``(n_waves padded, p, k)`` factor of the operation in each lane (1 where none).
+      row_sums: ``(4·S, k)`` sum of the compute factors of the operations of each duration row.
+    """
+
+    compute: np.ndarray
+    message: np.ndarray
+    row_sums: np.ndarray
+
+
+def _lane_factors(program: Program, table: ScheduleTable, noise: NoiseConfig) -> _LaneFactors:
+    """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes.
+
+    Operations are in the program's order, ``(start slot, worker)``, which is the row-major order
+    of the active lanes (one operation per worker per wave).
+    """
+    k = noise.samples
+    f = op_factors(noise, op_identities(table), table.p, np.arange(k))
+    waves = _bucket(program.n_waves, 32)
+    lanes = np.flatnonzero(program.active.ravel())  # op i sits in flat lane lanes[i]
+    if lanes.shape[0] != program.n_ops:
+        raise AssertionError("program lanes and table operations disagree")  # pragma: no cover
+
+    def layout(values: np.ndarray) -> np.ndarray:
+        out = np.ones((waves * program.p, k))
+        out[lanes] = values.T
+        return out.reshape(waves, program.p, k)
+
+    row_sums = np.zeros((4 * program.n_stages, k))
+    np.add.at(row_sums, program.compute_rows, f.compute.T)
+    return _LaneFactors(layout(f.compute), layout(f.message), row_sums)
+
+
 def _pick(candidates: list[tuple[jax.Array, jax.Array]], tol: float) -> tuple[jax.Array, jax.Array]:
     """Max-plus step with the README's tie rule: the maximum time, and the path compute of the first
     candidate (in priority order) within ``tol`` of it."""
@@ -453,8 +551,12 @@ def _pick(candidates: list[tuple[jax.Array, jax.Array]], tol: float) -> tuple[ja
     return top, path
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _scan_chunk(static: _StaticProgram, mode: str, active, cost_row, dep_reg, out_reg, link, sync_slot, dur, alpha, wire, sync_dur, t_opt):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _scan_chunk(static: _StaticProgram, mode: str, k: int, active, cost_row, dep_reg, out_reg, link, sync_slot, dur, alpha, wire, sync_dur, t_opt,
+                compute_factor, message_factor):
+    """One tile of the scan; with ``k > 0`` samples, the tile's points are ordered sample-major
+    (point ``i`` has sample ``i // (n/k)``) and the ``(n_waves, p, k)`` factors scale each lane's
+    compute time and message."""
     p, n = static.p, alpha.shape[0]
     dtype = alpha.dtype
     tol = TIE_TOLERANCE[np.dtype(dtype)]
@@ -472,17 +574,23 @@ def _scan_chunk(static: _StaticProgram, mode: str, active, cost_row, dep_reg, ou
     }
 
     def wave(c, x):
-        on, row, dep, out, lk, ss = x
+        on, row, dep, out, lk, ss = x[:6]
         d = dur[row]  # (p, n)
+        lane_msg, lane_wire = msg, wire
+        if k:  # this wave's factors (p, k); the tile's points are sample-major: (k, n/k)
+            cf, mf = x[6][:, :, None], x[7][:, :, None]
+            d = (d.reshape(p, k, n // k) * cf).reshape(p, n)
+            lane_msg = (msg.reshape(1, k, n // k) * mf).reshape(p, n)
+            lane_wire = (wire.reshape(1, k, n // k) * mf).reshape(p, n)
         start, start_pc = _pick([(c["free"], c["free_pc"]), (c["reg"][dep], c["reg_pc"][dep])], tol)
         end, end_pc = start + d, start_pc + d
         if mode == "contention":
             go, go_pc = _pick([(end, end_pc), (c["link"][lk], c["link_pc"][lk])], tol)
-            c["link"] = c["link"].at[lk].set(go + wire)
+            c["link"] = c["link"].at[lk].set(go + lane_wire)
             c["link_pc"] = c["link_pc"].at[lk].set(go_pc)
-            arrival, arrival_pc = go + msg, go_pc
+            arrival, arrival_pc = go + lane_msg, go_pc
         else:
-            arrival, arrival_pc = end + msg, end_pc
+            arrival, arrival_pc = end + lane_msg, end_pc
         c["reg"] = c["reg"].at[out].set(arrival)
         c["reg_pc"] = c["reg_pc"].at[out].set(arrival_pc)
         if mode == "blocking":
@@ -496,7 +604,8 @@ def _scan_chunk(static: _StaticProgram, mode: str, active, cost_row, dep_reg, ou
             c["ready_pc"] = c["ready_pc"].at[ss].set(start_pc + d)
         return c, None
 
-    c, _ = jax.lax.scan(wave, carry, (active, cost_row, dep_reg, out_reg, link, sync_slot))
+    xs = (active, cost_row, dep_reg, out_reg, link, sync_slot) + ((compute_factor, message_factor) if k else ())
+    c, _ = jax.lax.scan(wave, carry, xs)
     finish, finish_pc = c["free"], c["free_pc"]
 
     # Gradient synchronisations, in the order they take their links.

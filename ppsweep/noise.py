@@ -17,9 +17,9 @@ Model (each factor has mean 1 where it is a jitter):
 - **message jitter** (``noise.message``): every message an operation sends takes
   ``(α + bytes/β) · Y`` and, in ``contention`` and ``ports``, holds its link or ports for
   ``bytes/β · Y``; ``Y`` is drawn like ``X`` with its own ``dist`` and ``cv``.
-- **stragglers** (``noise.straggler``): in each sample each worker is, with probability
-  ``prob``, a straggler for the whole step: every operation it runs lasts ``slowdown`` times
-  longer (on top of its jitter).
+- **stragglers** (``noise.straggler``): in each sample each worker (of ``workers``, default
+  all) is, with probability ``prob``, a straggler for the whole step: every operation it runs
+  lasts ``slowdown`` times longer (on top of its jitter).
 - Gradient synchronisations and optimizer updates are not perturbed.
 
 Keying (counter-based, JAX's threefry2x32 through ``jax.random``)::
@@ -118,6 +118,7 @@ class NoiseConfig:
       message: per-message jitter.
       straggler_prob: probability that a worker straggles in one sample (one step).
       straggler_slowdown: factor on every operation of a straggling worker (>= 1).
+      straggler_workers: the workers that may straggle (None: every worker).
     """
 
     samples: int = 0
@@ -126,6 +127,7 @@ class NoiseConfig:
     message: Jitter = Jitter()
     straggler_prob: float = 0.0
     straggler_slowdown: float = 1.0
+    straggler_workers: tuple[int, ...] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -158,9 +160,14 @@ class NoiseConfig:
         straggler = value.get("straggler") or {}
         if not isinstance(straggler, Mapping):
             raise ValueError(f"noise.straggler: must be a mapping with prob and slowdown, got {straggler!r}")
-        unknown = sorted(set(straggler) - {"prob", "slowdown"})
+        unknown = sorted(set(straggler) - {"prob", "slowdown", "workers"})
         if unknown:
-            raise ValueError(f"noise.straggler: unknown key {unknown[0]!r}; accepted: prob, slowdown")
+            raise ValueError(f"noise.straggler: unknown key {unknown[0]!r}; accepted: prob, slowdown, workers")
+        workers = straggler.get("workers")
+        if workers is not None:
+            if not isinstance(workers, (list, tuple)):
+                raise ValueError(f"noise.straggler.workers: must be null (every worker) or a list of worker indices, got {workers!r}")
+            workers = tuple(sorted({_integer("noise.straggler.workers[]", w) for w in workers}))
         prob = _number("noise.straggler.prob", straggler.get("prob", 0.0))
         if not 0 <= prob <= 1:
             raise ValueError(f"noise.straggler.prob: must be in [0, 1], got {prob}")
@@ -174,6 +181,7 @@ class NoiseConfig:
             message=Jitter.from_mapping("message", value.get("message")),
             straggler_prob=prob,
             straggler_slowdown=slowdown,
+            straggler_workers=workers,
         )
 
     def to_mapping(self) -> dict[str, Any]:
@@ -183,7 +191,11 @@ class NoiseConfig:
             "seed": self.seed,
             "compute": {"dist": self.compute.dist, "cv": self.compute.cv},
             "message": {"dist": self.message.dist, "cv": self.message.cv},
-            "straggler": {"prob": self.straggler_prob, "slowdown": self.straggler_slowdown},
+            "straggler": {
+                "prob": self.straggler_prob,
+                "slowdown": self.straggler_slowdown,
+                "workers": None if self.straggler_workers is None else list(self.straggler_workers),
+            },
         }
 
 
@@ -279,7 +291,8 @@ def straggler_factors(noise: NoiseConfig, p: int, samples: np.ndarray) -> np.nda
         return np.ones((samples.shape[0], p))
     ids = np.stack([np.full(p, STREAM_STRAGGLER), np.arange(p)], axis=1)
     u = uniforms(noise.seed, ids, samples)[..., 0]
-    return np.where(u < noise.straggler_prob, noise.straggler_slowdown, 1.0)
+    may = np.ones(p, bool) if noise.straggler_workers is None else np.isin(np.arange(p), noise.straggler_workers)
+    return np.where((u < noise.straggler_prob) & may, noise.straggler_slowdown, 1.0)
 
 
 @dataclass(frozen=True)

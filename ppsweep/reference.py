@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -249,6 +249,8 @@ def reference_simulate(
     grad_bytes: float | Sequence[float] | None = None,
     t_opt: float = 0.0,
     record: bool = False,
+    op_durations: Mapping[Op, float] | None = None,
+    message_times: Mapping[Op, tuple[float, float]] | None = None,
 ) -> ReferenceResult:
     """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
 
@@ -267,6 +269,11 @@ def reference_simulate(
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the
         result's ``record``; it changes no other field.
+      op_durations: explicit compute time of operations, s (e.g. drawn with noise,
+        :func:`ppsweep.noise.reference_inputs`); an operation not in it takes its stage's time.
+      message_times: explicit ``(hold, total)`` of the messages an operation sends, s: ``hold``
+        occupies the link in ``contention`` (default ``bytes/β``), ``total`` is the time from
+        sending to arrival (default ``α + bytes/β``).
 
     Returns:
       The :class:`ReferenceResult`.
@@ -333,6 +340,11 @@ def reference_simulate(
                     candidates.append(end[dep] if where[dep][0] == w else arrival[(dep, op)])
                 start = _latest(candidates, f"start {op}")
                 duration = durations[op.kind][op.stage]
+                if op_durations is not None and op in op_durations:
+                    duration = _scalar(f"op_durations[{op}]", op_durations[op])
+                op_wire, op_hockney = wire, hockney
+                if message_times is not None and op in message_times:
+                    op_wire, op_hockney = (_scalar(f"message_times[{op}]", x) for x in message_times[op])
                 compute_time += duration
                 done = _after(start, duration, f"end {op}", compute=duration)
                 end[op] = done
@@ -344,18 +356,18 @@ def reference_simulate(
                     label = f"message {op} -> {consumer} (worker {w} -> {dst})"
                     if mode == "overlap":
                         sent = done
-                        arrival[(op, consumer)] = _after(done, hockney, label)
+                        arrival[(op, consumer)] = _after(done, op_hockney, label)
                     elif mode == "blocking":
                         # one after the other; the worker is busy until the last one arrives
                         sent = busy_until
-                        busy_until = _after(busy_until, hockney, label)
+                        busy_until = _after(busy_until, op_hockney, label)
                         arrival[(op, consumer)] = busy_until
                     else:  # contention: the data first, then the link
                         link = (w, dst)
                         leave = _latest([done, link_free.get(link, _ZERO)], "leaves: " + label)
-                        link_free[link] = _after(leave, wire, f"link {link} free after {label}")
+                        link_free[link] = _after(leave, op_wire, f"link {link} free after {label}")
                         sent = leave
-                        arrival[(op, consumer)] = _after(leave, hockney, label)
+                        arrival[(op, consumer)] = _after(leave, op_hockney, label)
                     if record:
                         message_events.append(
                             MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival[(op, consumer)].time)
