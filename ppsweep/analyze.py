@@ -220,14 +220,17 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
+    from ppsweep import uncertainty_report  # P(win) and regret (README, "Uncertainty")
+
+    noisy, dataset = dataset, uncertainty_report.nominal_view(dataset)
     result = stability(dataset)
-    text = report(dataset, result, path)
+    text = report(dataset, result, path) + "\n\n" + "\n".join(uncertainty_report.uncertainty_section(noisy))
     if not args.no_figures:
         from ppsweep.plots import write_figures
 
         out = Path(args.figures) if args.figures else figures_dir(path)
         try:
-            paths = write_figures(dataset, result, out)
+            paths = write_figures(dataset, result, out) + uncertainty_report.write_uncertainty_figures(noisy, out)
         except OSError as error:
             raise UsageError(f"cannot write figures to {out}: {error.strerror or error}") from None
         text += "\n\nFigures:\n" + "\n".join(f"  {p}" for p in paths)

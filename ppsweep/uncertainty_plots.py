@@ -128,14 +128,13 @@ def plot_regret_map(dataset: xr.Dataset, result: xr.Dataset, criterion: str, out
     return _save(fig, Path(out_dir) / f"regret_map_{criterion}.png")
 
 
-def write_uncertainty_figures(dataset: xr.Dataset, p_win: xr.DataArray, result: xr.Dataset, out_dir: str | os.PathLike) -> list[Path]:
-    """The P(win) map (stores with samples) and one regret map per criterion in ``result``."""
+def write_uncertainty_figures(dataset: xr.Dataset, p_win: xr.DataArray | None, result: xr.Dataset, out_dir: str | os.PathLike) -> list[Path]:
+    """The P(win) map (where ``p_win`` is given) and one regret map per criterion in ``result``."""
     dataset = dataset.sortby(["bandwidth", "latency"])
-    p_win = p_win.sortby(["bandwidth", "latency"])
     result = result.sortby(["bandwidth", "latency"])
     paths = []
-    if "sample" in dataset["t_sim"].dims:
-        paths.append(plot_win_probability_map(dataset, p_win, out_dir))
+    if p_win is not None:
+        paths.append(plot_win_probability_map(dataset, p_win.sortby(["bandwidth", "latency"]), out_dir))
     for name in result.data_vars:
         if name.startswith("regret_") and name.endswith("_mean"):
             paths.append(plot_regret_map(dataset, result, name[len("regret_") : -len("_mean")], out_dir))

@@ -107,3 +107,19 @@ def test_figures(tmp_path):
     paths = write_uncertainty_figures(ds, U.win_probability(ds), U.regret(ds), tmp_path)
     assert sorted(p.name for p in paths) == ["p_win_map.png", "regret_map_formula.png", "regret_map_sim.png", "regret_map_table.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_report_section_with_and_without_samples():
+    from ppsweep.uncertainty_report import nominal_view, uncertainty_section
+
+    ds = _store(T, [0.1, 0.1, 0.05], [0.1, 0.2, 0.3], nominal=[1.0, 1.2, 3.0])
+    text = "\n".join(uncertainty_section(ds))
+    # a: mean P(win) 0.375, fragile at its one noise-free win; formula picks c: mean regret 162.5 %
+    assert "a                0.375  100.0 %" in text
+    assert "by closed-form bubble     mean 162.5 %" in text
+    assert "the noise-free winner is the most likely winner at 0.0 % of the points" in text
+    view = nominal_view(ds)
+    assert "sample" not in view.dims and float(view["t_sim"].sel(schedule="b").squeeze()) == 1.2
+    plain = "\n".join(uncertainty_section(view))
+    assert "by closed-form bubble     mean 200.0 %" in plain and "p95" not in plain
+    assert "noise-free simulation" not in plain
