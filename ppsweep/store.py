@@ -38,7 +38,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ppsweep.sweep import VALID, VARIABLES, SweepSpec
+from ppsweep.sweep import VALID, SweepSpec
 
 #: Version of the store layout; a store of another format is refused.
 STORE_FORMAT = 1
@@ -66,6 +66,8 @@ def fingerprint(spec: SweepSpec) -> str:
         "store_format": STORE_FORMAT,
         "version": __version__,
     }
+    if spec.noise.enabled:  # only then: noise-free stores keep their identity
+        data["noise"] = spec.noise.to_mapping()
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -154,8 +156,8 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
         dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
     n_sched = len(spec.schedules)
-    for name, (kind, unit, long_name) in {**VARIABLES, "valid": VALID}.items():
-        dims = spec.point_dims if kind == "point" else spec.table_dims
+    for name, (kind, unit, long_name) in {**spec.variables(), "valid": VALID}.items():
+        dims = spec.dims_of(kind)
         shape = spec.shape(dims)
         chunks = (n_sched, 1, 1) + shape[3:]
         boolean = name == "valid"
@@ -269,7 +271,7 @@ def done_units(group: zarr.Group) -> np.ndarray:
 def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, results: dict[str, np.ndarray]) -> None:
     """Write one unit's chunks, then mark the unit done (so a kill never leaves it half-marked)."""
     region = (slice(None), slice(p_index, p_index + 1), slice(m_index, m_index + 1))
-    for name in list(VARIABLES) + ["valid"]:
+    for name in list(spec.variables()) + ["valid"]:
         group[name][region] = results[name]
     group["done"][p_index, m_index] = True
 

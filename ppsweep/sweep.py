@@ -18,6 +18,7 @@ import numpy as np
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule, check_positive_int, resolve_options
 from ppsweep.costs import ModelConfig, SystemConfig, memory_figures, stage_costs
 from ppsweep.engine import check_method, check_mode, simulate
+from ppsweep.noise import NoiseConfig
 from ppsweep.ranking import rank_lower_better
 from ppsweep.schedules import get_schedule
 
@@ -39,6 +40,11 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
 }
 VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
+#: Variables of a sweep with noise besides those (README, "Uncertainty"); "nominal" variables have
+#: the point dimensions without ``sample``.
+NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class SweepSpec:
       dtype: engine float dtype.
       chunk: engine points per compiled call.
       method: engine method, ``auto``, ``scan`` or ``envelope`` (:func:`ppsweep.engine.simulate`).
+      noise: the noise model; with ``noise.samples > 0`` a ``sample`` dimension comes last.
     """
 
     name: str
@@ -77,13 +84,27 @@ class SweepSpec:
     dtype: str = "float64"
     chunk: int = 16384
     method: str = "auto"
+    noise: NoiseConfig = NoiseConfig()
 
     # ---- grid ----------------------------------------------------------------------------
     @property
     def point_dims(self) -> tuple[str, ...]:
         """Dimensions of per-point variables, in store order."""
         extra = (("comm",) if self.comm_axis else ()) + (("compute",) if self.compute is not None else ())
-        return ("schedule", "p", "m") + extra + ("bandwidth", "latency")
+        return ("schedule", "p", "m") + extra + ("bandwidth", "latency") + (("sample",) if self.noise.enabled else ())
+
+    @property
+    def nominal_dims(self) -> tuple[str, ...]:
+        """Dimensions of noise-free per-point variables (the point dimensions without ``sample``)."""
+        return tuple(d for d in self.point_dims if d != "sample")
+
+    def variables(self) -> dict[str, tuple[str, str, str]]:
+        """The stored variables (``valid`` aside): :data:`VARIABLES`, and :data:`NOISE_VARIABLES` with noise."""
+        return {**VARIABLES, **(NOISE_VARIABLES if self.noise.enabled else {})}
+
+    def dims_of(self, kind: str) -> tuple[str, ...]:
+        """Dimensions of a variable of ``kind`` (``point``, ``nominal`` or ``table``)."""
+        return {"point": self.point_dims, "nominal": self.nominal_dims, "table": self.table_dims}[kind]
 
     @property
     def table_dims(self) -> tuple[str, ...]:
@@ -103,6 +124,8 @@ class SweepSpec:
             coords["compute"] = np.asarray(self.compute, dtype=float)
         coords["bandwidth"] = np.asarray(self.bandwidth, dtype=float)
         coords["latency"] = np.asarray(self.latency, dtype=float)
+        if self.noise.enabled:
+            coords["sample"] = np.arange(self.noise.samples, dtype=np.int64)
         return coords
 
     def shape(self, dims: Sequence[str]) -> tuple[int, ...]:
@@ -172,6 +195,7 @@ class SweepSpec:
             dtype=dtype,
             chunk=check_positive_int("engine.chunk", engine.get("chunk", 16384), 1),
             method=check_method(engine.get("method", "auto")),
+            noise=NoiseConfig.from_mapping(cfg.get("noise")),
         )
         for dim in ("schedule", "p", "m", "comm", "compute", "bandwidth", "latency"):
             values = spec.coords().get(dim)
@@ -236,9 +260,10 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
       ``(n_schedules, 1, 1)``.
     """
     p, m = spec.p[p_index], spec.m[m_index]
-    point_shape = (len(spec.schedules), 1, 1) + spec.shape(spec.point_dims[3:])
-    table_shape = (len(spec.schedules), 1, 1)
-    out = {name: np.full(point_shape if kind == "point" else table_shape, np.nan) for name, (kind, _, _) in VARIABLES.items()}
+    shapes = {kind: (len(spec.schedules), 1, 1) + spec.shape(spec.dims_of(kind)[3:]) for kind in ("point", "nominal", "table")}
+    point_shape = shapes["point"]
+    out = {name: np.full(shapes[kind], np.nan) for name, (kind, _, _) in spec.variables().items()}
+    table_shape = shapes["table"]
     out["valid"] = np.zeros(table_shape, dtype=bool)
     for k, name in enumerate(spec.schedules):
         try:
@@ -257,7 +282,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         out["persistent_bytes"][k] = memory.persistent_bytes
         out["peak_memory_bytes"][k] = memory.peak_memory_bytes
         for name_, value in simulate_table(spec, table).items():
-            out[name_][k] = value.reshape(point_shape[1:])
+            out[name_][k] = value.reshape(out[name_].shape[1:])
     out["rank_formula"] = rank_lower_better(out["bubble_formula"], axis=0)
     out["rank_table"] = rank_lower_better(out["bubble_table"], axis=0)
     out["rank_sim"] = rank_lower_better(out["t_sim"], axis=0)
@@ -265,7 +290,8 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
 
 
 def simulate_table(spec: SweepSpec, table) -> dict[str, np.ndarray]:
-    """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency`` points."""
+    """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency [× sample]`` points
+    (with noise also ``t_sim_nominal``, without the sample axis)."""
     costs = stage_costs(spec.model, spec.system, table, peak_flops=spec.compute)
     S = table.n_stages
     # Axes: compute (or 1) × bandwidth × latency × stage.
@@ -277,21 +303,23 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, np.ndarray]:
     alpha = spec.latency[None, None, :]
     per_mode = []
     for mode in spec.comm:
-        result = simulate(
+        run = lambda noise: simulate(  # noqa: E731
             table, t_f, t_b, alpha, beta, costs.msg_bytes, mode,
             t_i=t_i, t_w=t_w, grad_bytes=costs.grad_bytes.reshape(1, 1, 1, S),
             t_opt=spec.system.optimizer_time, dtype=spec.dtype, chunk=spec.chunk,
-            method=spec.method, finish=False,
+            method=spec.method, finish=False, noise=noise,
         )
+        result = run(spec.noise if spec.noise.enabled else None)
         t_sim = result.t_sim
-        per_mode.append(
-            {
-                "t_sim": t_sim,
-                "throughput": spec.model.global_batch / t_sim,
-                "idle_sim": result.idle_fraction(table.p),
-                "comm_time": result.comm_time,
-            }
-        )
+        values = {
+            "t_sim": t_sim,
+            "throughput": spec.model.global_batch / t_sim,
+            "idle_sim": result.idle_fraction(table.p),
+            "comm_time": result.comm_time,
+        }
+        if spec.noise.enabled:
+            values["t_sim_nominal"] = result.t_sim[..., 0] if spec.noise.is_zero else run(None).t_sim
+        per_mode.append(values)
     stacked = {}
     for name in per_mode[0]:
         value = np.stack([r[name] for r in per_mode])  # comm × compute × bandwidth × latency
