@@ -33,21 +33,7 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
-import xarray as xr
-
-from ppsweep.commandline import OneLineParser, UsageError, run_command
-from ppsweep.analysis import (
-    AnalysisError,
-    crossovers,
-    load,
-    schedules,
-    sensitivity,
-    stability,
-    summarize,
-    winner_label,
-)
-from ppsweep.store import IncompleteStoreWarning, describe
+from ppsweep.cli_support import OneLineParser, UsageError, check_arguments, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +47,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--figures", metavar="DIR", help="directory of the PNG figures (default: <store>_figures beside the store)")
     parser.add_argument("--no-figures", action="store_true", help="print the report only")
     return parser
+
+
+if __name__ == "__main__" and (_status := check_arguments(_parser())) is not None:
+    sys.exit(_status)  # bad arguments and --help are answered before the heavy imports below
+
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from ppsweep.analysis import (  # noqa: E402
+    AnalysisError,
+    crossovers,
+    load,
+    schedules,
+    sensitivity,
+    stability,
+    summarize,
+    winner_label,
+)
+from ppsweep.store import IncompleteStoreWarning, describe  # noqa: E402
 
 
 def figures_dir(store: Path) -> Path:

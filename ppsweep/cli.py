@@ -2,50 +2,33 @@
 
 The configs live in ``conf/`` at the repository root; it is found next to the package (source
 checkout or editable install), or through ``PPSWEEP_CONF_DIR``. Users add their own sweeps with
-Hydra's ``--config-dir``.
+Hydra's ``--config-dir``. The config is validated by :mod:`ppsweep.config` before JAX is imported.
 
 Sharded sweeps (:mod:`ppsweep.shards`): ``shards=N shard=K`` runs one shard; ``shards=N
 hydra/launcher=local|slurm --multirun`` runs them all as separate jobs; ``finalize=true`` checks
 the store and marks it complete. Inside a ``--multirun`` job the task returns
 ``{"status", "message"}`` for the launcher to report instead of exiting the process.
+
+Before Hydra starts, :func:`main` answers plain ``python -m ppsweep`` (no sweep, no ``name=``)
+with the usage and the available sweeps, and an unknown ``+sweep=`` name with one line (exit 2).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
-
-import hydra
-from omegaconf import DictConfig, OmegaConf
+from collections.abc import Sequence
+from typing import Any
 
 
-def logspace(start: float, stop: float, num: int) -> list[float]:
-    """``${logspace:1e9,1e12,64}`` in a config: ``num`` log-spaced values from ``start`` to ``stop``."""
-    import numpy as np
+def find_conf_dir():  # noqa: ANN201 - see ppsweep.config.find_conf_dir
+    """The ``conf/`` directory (:func:`ppsweep.config.find_conf_dir`)."""
+    from ppsweep.config import find_conf_dir as find
 
-    if not (float(start) > 0 and float(stop) > 0 and int(num) >= 1):
-        raise ValueError(f"logspace: needs start > 0, stop > 0, num >= 1, got {start}, {stop}, {num}")
-    return [float(x) for x in np.logspace(np.log10(float(start)), np.log10(float(stop)), int(num))]
+    return find()
 
 
-if not OmegaConf.has_resolver("logspace"):
-    OmegaConf.register_new_resolver("logspace", logspace)
-
-
-def find_conf_dir() -> Path:
-    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the one beside the package."""
-    env = os.environ.get("PPSWEEP_CONF_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parent.parent / "conf", Path.cwd() / "conf"]
-    for candidate in candidates:
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise SystemExit(
-        "error: ppsweep's conf/ directory not found (looked in "
-        + ", ".join(str(c) for c in candidates)
-        + "); set PPSWEEP_CONF_DIR"
-    )
+#: Hydra's own flags that print something instead of running (no sweep needed).
+_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 
 
 def original_cwd() -> str | None:
@@ -65,20 +48,20 @@ def in_multirun_job() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def run(cfg: DictConfig) -> int:
+def run(cfg: Any) -> int:
     """Validate the config, then run the sweep (or this job's shard of it); return the exit status."""
     return run_outcome(cfg)["status"]
 
 
-def run_outcome(cfg: DictConfig) -> dict:
+def run_outcome(cfg: Any) -> dict:
     """As :func:`run`, returning ``{"status": int, "message": str}`` (the last line printed).
 
     Every failure ends in one ``error: ...`` line on stderr and a non-zero status: 2 for a bad
     config or a store that is not this sweep's, 1 for a failed write (a full disk: what was
     written stays valid and resumes), 130 when interrupted.
     """
-    from ppsweep.shards import display, finalize, plan_from_config
-    from ppsweep.store import StoreError
+    from ppsweep.cli_support import display
+    from ppsweep.config import plan_from_config
 
     def fail(status: int, message: str) -> dict:
         print(f"error: {message}", file=sys.stderr, flush=True)
@@ -92,8 +75,12 @@ def run_outcome(cfg: DictConfig) -> dict:
         plan = plan_from_config(cfg, original_cwd())
     except ValueError as error:
         return fail(2, str(error))
+    from ppsweep.store import StoreError
+
     where = display(plan.path)
     if plan.finalize:
+        from ppsweep.shards import finalize
+
         try:
             complete, message = finalize(plan)
         except StoreError as error:
@@ -116,10 +103,14 @@ def run_outcome(cfg: DictConfig) -> dict:
 
     configure_jax(plan.compilation_cache)
     spec = plan.spec
-    part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(plan.units)} units) of "
+    units = plan.units
+    part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(units)} units) of "
     print(f"sweep {spec.name}: {part}{spec.n_points:,} points in {len(spec.units())} units -> {where}", file=sys.stderr, flush=True)
     try:
-        report = run_sweep(spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(plan.units))
+        report = run_sweep(
+            spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     except StoreError as error:
         return fail(2, str(error))
     except OSError as error:
@@ -149,8 +140,7 @@ def run_outcome(cfg: DictConfig) -> dict:
     return say(line)
 
 
-@hydra.main(config_path=str(find_conf_dir()), config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> dict | None:
+def _task(cfg: Any) -> dict | None:
     if in_multirun_job():
         return run_outcome(cfg)  # the launcher reports failures; a job never exits the process
     status = run(cfg)
@@ -159,6 +149,61 @@ def _hydra_main(cfg: DictConfig) -> dict | None:
     return None
 
 
+def _config_dirs(args: Sequence[str]) -> list[str]:
+    """The ``--config-dir``/``-cd`` directories on a command line."""
+    dirs = []
+    for k, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and k + 1 < len(args):
+                dirs.append(args[k + 1])
+            elif arg.startswith(flag + "="):
+                dirs.append(arg.split("=", 1)[1])
+    return dirs
+
+
+def usage(config_dirs: Sequence[str] = ()) -> str:
+    """What to run: the command's form and the available sweeps."""
+    from ppsweep.config import available_sweeps
+
+    return (
+        "usage: python -m ppsweep +sweep=NAME [KEY=VALUE ...]   e.g. python -m ppsweep +sweep=bandwidth p=[4,8]\n"
+        f"sweeps: {', '.join(available_sweeps(config_dirs))} (conf/sweep/; your own: --config-dir DIR with DIR/sweep/NAME.yaml)\n"
+        "without a sweep file, name the store: python -m ppsweep name=mine p=[4] m=[8]; every key: python -m ppsweep --help"
+    )
+
+
+def check_command_line(args: Sequence[str]) -> str | None:
+    """What to print (exit status 2) before Hydra starts, or None to go on.
+
+    Plain ``python -m ppsweep`` (no ``sweep=``, no ``name=``) gets the usage and the available
+    sweeps; an unknown ``+sweep=`` name gets one ``error:`` line naming the available ones.
+    """
+    if any(arg in _INFO_FLAGS or arg.startswith(("--cfg=", "--info=")) for arg in args):
+        return None
+    dirs = _config_dirs(args)
+    keys = {arg.split("=", 1)[0].lstrip("+~"): arg.split("=", 1)[1] for arg in args if "=" in arg and not arg.startswith("-")}
+    if "sweep" not in keys and "name" not in keys:
+        return usage(dirs)
+    if "sweep" in keys:
+        from ppsweep.config import check_sweep_names
+
+        try:
+            check_sweep_names(keys["sweep"].split(","), dirs)
+        except ValueError as error:
+            return f"error: {error}"
+    return None
+
+
 def main() -> None:
-    """Console entry point."""
-    _hydra_main()
+    """Console entry point: ``python -m ppsweep`` / ``ppsweep``."""
+    try:
+        problem = check_command_line(sys.argv[1:])
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            sys.exit(2)
+        import hydra
+
+        hydra.main(config_path=str(find_conf_dir()), config_name="config", version_base="1.3")(_task)()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)

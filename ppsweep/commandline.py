@@ -1,41 +1,5 @@
-"""Shared plumbing of ppsweep's small commands (show, trace, analyze): one-line errors, exit 2."""
+"""Old name of :mod:`ppsweep.cli_support`; kept until ``ppsweep/trace.py`` imports the new name."""
 
-from __future__ import annotations
+from ppsweep.cli_support import OneLineParser, UsageError, run_command
 
-import argparse
-import sys
-from typing import Callable, NoReturn
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message is the one line shown after ``error:``."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors raise :class:`UsageError` instead of printing usage."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def run_command(produce: Callable[[], str], errors: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a command's body and print its text; return the exit status.
-
-    Args:
-      produce: builds the command's output text (parsing included).
-      errors: exception types that mean bad input, besides :class:`UsageError`.
-
-    Returns:
-      0 after printing the text; 2 after one ``error: ...`` line on stderr; argparse's own
-      status for ``--help``.
-    """
-    try:
-        text = produce()
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (UsageError, *errors) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
+__all__ = ["OneLineParser", "UsageError", "run_command"]

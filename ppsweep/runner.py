@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppsweep.config import SweepSpec
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.sweep import evaluate_unit
 
 _JAX_CONFIGURED = False
 
@@ -67,6 +68,7 @@ def run_sweep(
     overwrite: bool = False,
     progress: bool = True,
     units: Sequence[tuple[int, int]] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> SweepReport:
     """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
@@ -79,13 +81,18 @@ def run_sweep(
       progress: print a progress line per unit to stderr.
       units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
         None: all. Units already done are skipped either way.
+      say: called with one line when the run resumes a store that has some of its units done
+        (``"resuming: 3 of 9 units already done"``); None: silent.
 
     Returns:
       A :class:`SweepReport`. When every unit of the store is done (this run's and other
       shards'), the store is marked complete.
     """
     path = Path(path)
-    group, pending = open_for_sweep(path, spec, config_yaml, overwrite, units=None if units is None else list(units))
+    asked = spec.units() if units is None else list(units)
+    group, pending = open_for_sweep(path, spec, config_yaml, overwrite, units=asked)
+    if say is not None and pending and len(pending) < len(asked):
+        say(f"resuming: {len(asked) - len(pending)} of {len(asked)} units already done")
     total = len(spec.units())
     points_per_unit = spec.n_points // total
     start = time.perf_counter()

@@ -23,7 +23,7 @@ import math
 import sys
 from typing import Any
 
-from ppsweep.commandline import OneLineParser, UsageError, run_command
+from ppsweep.cli_support import OneLineParser, UsageError, run_command
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule, peak_activations_formula
 from ppsweep.interchange import read_csv, write_csv
 from ppsweep.schedules import SCHEDULES

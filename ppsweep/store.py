@@ -38,10 +38,45 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ppsweep.sweep import VALID, SweepSpec
+from ppsweep.config import DIMENSIONS, SweepSpec, unit_region
 
 #: Version of the store layout; a store of another format is refused.
 STORE_FORMAT = 1
+
+#: Variables of the results dataset (SPEC section 5): dims kind, units, long name.
+#: "table" variables have the dimensions ``SweepSpec.table_dims``; "point" variables ``SweepSpec.point_dims``.
+VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim": ("point", "s", "simulated step time"),
+    "throughput": ("point", "sequences/s", "global batch / step time"),
+    "idle_sim": ("point", "1", "idle fraction of the simulated step"),
+    "comm_time": ("point", "s", "time the critical path spends in messages"),
+    "rank_sim": ("point", "1", "rank by simulated step time among valid schedules (1 = best)"),
+    "bubble_formula": ("table", "1", "closed-form bubble ratio"),
+    "bubble_table": ("table", "1", "idle cells / cells of the idealized table"),
+    "length_table": ("table", "slots", "slots of the idealized table"),
+    "peak_activation_bytes": ("table", "bytes", "bottleneck worker's peak activation memory"),
+    "persistent_bytes": ("table", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
+    "peak_memory_bytes": ("table", "bytes", "bottleneck worker's peak memory"),
+    "rank_formula": ("table", "1", "rank by closed-form bubble among valid schedules (1 = best)"),
+    "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
+}
+#: Variables of a sweep with noise besides those (README, "Uncertainty"): "nominal" variables have
+#: ``SweepSpec.nominal_dims`` (the point dimensions without ``sample``).
+NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
+}
+#: The ``valid`` variable (boolean, table dimensions).
+VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
+
+
+def variables(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The variables a sweep stores besides ``valid``: :data:`VARIABLES`, and :data:`NOISE_VARIABLES` with noise."""
+    return {**VARIABLES, **(NOISE_VARIABLES if spec.noise.enabled else {})}
+
+
+def variable_dims(spec: SweepSpec, kind: str) -> tuple[str, ...]:
+    """Dimensions of a variable of ``kind``: ``point``, ``nominal`` or ``table``."""
+    return {"point": spec.point_dims, "nominal": spec.nominal_dims, "table": spec.table_dims}[kind]
 
 
 class StoreError(RuntimeError):
@@ -96,11 +131,11 @@ def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> 
       The open zarr group.
     """
     path = Path(path)
-    _build_and_move(path, spec, config_yaml, replace=True)
+    _build_and_move(path, spec, config_yaml, fingerprint(spec), replace=True)
     return zarr.open_group(str(path), mode="r+")
 
 
-def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, replace: bool) -> bool:
+def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, identity: str, replace: bool) -> bool:
     """Build the layout in a temporary directory and rename it to ``path``.
 
     Returns:
@@ -112,7 +147,7 @@ def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, replace: bool
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp = path.with_name(f".{path.name}.creating-{tag}")
     try:
-        _write_layout(tmp, spec, config_yaml)
+        _write_layout(tmp, spec, config_yaml, identity)
         if replace and (path.exists() or path.is_symlink()):
             trash = path.with_name(f".{path.name}.replaced-{tag}")
             os.rename(path, trash)
@@ -143,23 +178,20 @@ def _remove_stale_temporaries(path: Path, age_s: float = 3600.0) -> None:
                 pass
 
 
-def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
+def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) -> None:
     """Coordinates, empty arrays (one chunk per unit), ``done`` and the attributes, at ``path``."""
-    coords = spec.coords()
-    units = {"bandwidth": "bytes/s", "latency": "s", "compute": "FLOP/s", "p": "workers", "m": "microbatches"}
-    dataset = xr.Dataset(coords=coords)
-    for name, unit in units.items():
-        if name in dataset.coords:
-            dataset[name].attrs["units"] = unit
+    dataset = xr.Dataset(coords=spec.coords())
+    for name in dataset.coords:
+        if DIMENSIONS[name] is not None:
+            dataset[name].attrs["units"] = DIMENSIONS[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
-    n_sched = len(spec.schedules)
-    for name, (kind, unit, long_name) in {**spec.variables(), "valid": VALID}.items():
-        dims = spec.dims_of(kind)
+    for name, (kind, unit, long_name) in {**variables(spec), "valid": VALID}.items():
+        dims = variable_dims(spec, kind)
         shape = spec.shape(dims)
-        chunks = (n_sched, 1, 1) + shape[3:]
+        chunks = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, shape))  # one chunk per unit
         boolean = name == "valid"
         group.create_array(
             name,
@@ -187,7 +219,7 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
             "config": config_yaml,
             "ppsweep_version": __version__,
             "store_format": STORE_FORMAT,
-            "fingerprint": fingerprint(spec),
+            "fingerprint": identity,
             "created": _now(),
             "complete": False,
         }
@@ -225,11 +257,10 @@ def open_for_sweep(
     """
     path = Path(path)
     units = spec.units() if units is None else list(units)
-    if overwrite:
-        create_store(path, spec, config_yaml)
-    elif not path.exists():
-        _build_and_move(path, spec, config_yaml, replace=False)  # False: another process made it first
-    group = check_store(path, spec)
+    identity = fingerprint(spec)
+    if overwrite or not path.exists():  # replace=False: another process may have made it first
+        _build_and_move(path, spec, config_yaml, identity, replace=overwrite)
+    group = _check_store(path, identity)
     done = np.asarray(group["done"][...])
     pending = [(i, j) for i, j in units if not done[i, j]]
     return group, pending
@@ -241,7 +272,11 @@ def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
     Raises:
       StoreError: unreadable, not a ppsweep store, another format, or another sweep.
     """
-    path = Path(path)
+    return _check_store(Path(path), fingerprint(spec))
+
+
+def _check_store(path: Path, identity: str) -> zarr.Group:
+    """:func:`check_store` against the fingerprint ``identity``."""
     try:
         group = zarr.open_group(str(path), mode="r+")
         attrs = dict(group.attrs)
@@ -255,7 +290,7 @@ def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
             f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
             f"cannot be resumed by this ppsweep (format {STORE_FORMAT}); pass overwrite=true to recompute it"
         )
-    if attrs["fingerprint"] != fingerprint(spec):
+    if attrs["fingerprint"] != identity:
         raise StoreError(
             f"{path}: written by a different sweep (grid, costs or options differ); "
             "pass overwrite=true to replace it, or choose another name=..."
@@ -269,10 +304,18 @@ def done_units(group: zarr.Group) -> np.ndarray:
 
 
 def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, results: dict[str, np.ndarray]) -> None:
-    """Write one unit's chunks, then mark the unit done (so a kill never leaves it half-marked)."""
-    region = (slice(None), slice(p_index, p_index + 1), slice(m_index, m_index + 1))
-    for name in list(spec.variables()) + ["valid"]:
-        group[name][region] = results[name]
+    """Write one unit's chunks, then mark the unit done (so a kill never leaves it half-marked).
+
+    Args:
+      group: the open store.
+      spec: its sweep.
+      p_index, m_index: the unit.
+      results: :func:`ppsweep.sweep.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
+        ``spec.table_dims``, as the store's arrays are named).
+    """
+    for name in list(variables(spec)) + ["valid"]:
+        array = group[name]
+        array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
     group["done"][p_index, m_index] = True
 
 

@@ -8,21 +8,12 @@ Prints t_sim and comm_time per mode, and each mode's difference to ``overlap``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from ppsweep import build_schedule
 from ppsweep.build import why_unsupported
-from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
+from ppsweep.config import load_config
+from ppsweep.costs import stage_costs
 from ppsweep.engine import MODES, simulate
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
-
-
-def load(kind: str, name: str) -> dict:
-    """A model or system config as a plain dict."""
-    return OmegaConf.to_container(OmegaConf.load(CONF / kind / f"{name}.yaml"))
 
 
 def main() -> None:
@@ -33,10 +24,10 @@ def main() -> None:
     parser.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b", "chimera", "hanayo"])
     parser.add_argument("--systems", nargs="+", default=["baseline", "mid_cp_slow_nw", "fast_cp_slow_nw"])
     args = parser.parse_args()
-    model = ModelConfig.from_mapping(load("model", args.model))
+    model = load_config(["name=comm_modes", f"model={args.model}"]).model
     print(f"p={args.p} m={args.m} model={args.model}: t_sim (difference to overlap) and comm_time per mode")
     for system_name in args.systems:
-        system = SystemConfig.from_mapping(load("system", system_name))
+        system = load_config(["name=comm_modes", f"system={system_name}"]).system
         for name in args.schedules:
             if why_unsupported(name, args.p, args.m):
                 continue

@@ -23,8 +23,11 @@ import xarray as xr
 import zarr
 from hydra import compose, initialize_config_dir
 
-from ppsweep.cli import find_conf_dir, run
-from ppsweep.shards import check_shards, describe_missing, job_failure, shard_units, swept_shards
+from hydra_plugins.ppsweep_launcher.callback import swept_shards
+from hydra_plugins.ppsweep_launcher.launcher import job_failure
+from ppsweep.cli import run
+from ppsweep.config import check_shards, compose_config, find_conf_dir
+from ppsweep.shards import describe_missing, shard_units
 from ppsweep.store import STORE_FORMAT, StoreError, check_store, open_for_sweep
 from ppsweep.sweep import SweepSpec
 
@@ -41,8 +44,7 @@ PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] p=(\d+) m=(\d+) ")
 
 
 def compose_cfg(*overrides: str):
-    with initialize_config_dir(config_dir=str(find_conf_dir()), version_base="1.3"):
-        return compose("config", overrides=[*GRID, *overrides])
+    return compose_config([*GRID, *overrides])
 
 
 def ppsweep(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -209,7 +211,7 @@ def test_bad_shard_other_grid_other_format_one_line_each(tmp_path, capsys):
     assert "shards: 7 is more than the sweep's 6 units" in one_error_line(capsys)
     assert not (tmp_path / "bad.zarr").exists()  # nothing started
     spec_cfg = compose_cfg(*base)
-    from ppsweep.shards import plan_from_config
+    from ppsweep.config import plan_from_config
 
     plan = plan_from_config(spec_cfg)
     open_for_sweep(plan.path, plan.spec, plan.config_yaml)  # an empty layout of this grid
@@ -319,7 +321,7 @@ def test_slurm_launcher_builds_the_job_script_from_the_config(tmp_path, monkeypa
 
 
 def test_multirun_refuses_a_bad_shard_before_launching_anything(tmp_path):
-    result = ppsweep(*GRID, "results_dir=out", "shards=2", "shard=0,2", "hydra/launcher=local", "--multirun", cwd=tmp_path)
+    result = ppsweep(*GRID, "name=grid", "results_dir=out", "shards=2", "shard=0,2", "hydra/launcher=local", "--multirun", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: shard: must be an integer from 0 to 1 (shards=2), got 2"]
     assert not (tmp_path / "out").exists()  # no store, no job
