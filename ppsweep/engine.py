@@ -185,21 +185,14 @@ def simulate(
                              rep(plain.compute_time, -1), plain.method)
         factors = _lane_factors(program, table, noise)
         batch = batch + (noise.samples,)
-        t_sim, fin, comm, compute = _simulate_scan(program, stage_arrays, point_arrays, batch, np.arange(n * noise.samples),
-                                                   mode, dtype, chunk, factors)
-        return SimResult(
-            t_sim=t_sim.reshape(batch),
-            worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
-            comm_time=comm.reshape(batch),
-            compute_time=compute.reshape(batch),
-            method="scan",
-        )
-    if method in ("auto", "envelope"):
-        result = _simulate_envelope(table, program, stage_arrays, point_arrays, batch, mode, dtype, chunk, finish, cap)
-        if result is not None:
-            return result
-    index = np.arange(n)
-    t_sim, fin, comm, compute = _simulate_scan(program, stage_arrays, point_arrays, batch, index, mode, dtype, chunk)
+        n *= noise.samples
+    else:
+        factors = None
+        if method in ("auto", "envelope"):
+            result = _simulate_envelope(table, program, stage_arrays, point_arrays, batch, mode, dtype, chunk, finish, cap)
+            if result is not None:
+                return result
+    t_sim, fin, comm, compute = _simulate_scan(program, stage_arrays, point_arrays, batch, np.arange(n), mode, dtype, chunk, factors)
     return SimResult(
         t_sim=t_sim.reshape(batch),
         worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),

@@ -38,18 +38,11 @@ def _panels(dataset: xr.Dataset):
     axes = fig.subplots(P, M, squeeze=False, sharex=True, sharey=True)
     bw_edges, bw_log = _edges(dataset["bandwidth"].values)
     lat_edges, lat_log = _edges(dataset["latency"].values)
-    for i in range(P):
-        for j in range(M):
-            ax = axes[i, j]
-            if bw_log:
-                ax.set_xscale("log")
-            if lat_log:
-                ax.set_yscale("log")
-            ax.set_title(f"p={int(dataset['p'].values[i])}, m={int(dataset['m'].values[j])}", fontsize=9)
-            if i == P - 1:
-                ax.set_xlabel("bandwidth (B/s)")
-            if j == 0:
-                ax.set_ylabel("latency (s)")
+    for (i, j), ax in np.ndenumerate(axes):
+        ax.set(xscale="log" if bw_log else "linear", yscale="log" if lat_log else "linear")
+        ax.set_title(f"p={int(dataset['p'].values[i])}, m={int(dataset['m'].values[j])}", fontsize=9)
+    fig.supxlabel("bandwidth (B/s)", fontsize=9)
+    fig.supylabel("latency (s)", fontsize=9)
     return fig, axes, bw_edges, lat_edges
 
 
