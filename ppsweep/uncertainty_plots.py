@@ -84,8 +84,8 @@ def plot_win_probability_map(dataset: xr.Dataset, p_win: xr.DataArray, out_dir: 
                     )
     handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="most likely winner ≠ noise-free winner"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), fontsize=8,
-               title="most likely winner (faded: lower P(win); white: P(win) = 0)", title_fontsize=8)
+    fig.legend(handles=handles, loc="outside right center", fontsize=8,
+               title="most likely winner\n(faded: lower P(win))", title_fontsize=8)
     fig.suptitle(f"P(win) under noise ({dataset.sizes.get('sample', 1)} samples)", fontsize=10)
     return _save(fig, Path(out_dir) / "p_win_map.png")
 
