@@ -27,6 +27,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppsweep.build import check_positive_int, resolve_options
+from ppsweep.comm import check_mode
 from ppsweep.costs import ModelConfig, SystemConfig
 from ppsweep.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
@@ -65,7 +66,7 @@ class SweepSpec:
       model, system: cost-model configs.
       f_slots, b_slots: slots of F and B in the idealized tables.
       dtype: engine float dtype.
-      chunk: engine points per compiled call.
+      chunk: engine scan tile: points per compiled scan call and device.
       method: engine method, ``auto``, ``scan`` or ``envelope`` (:func:`ppsweep.engine.simulate`).
       noise: the noise model (:mod:`ppsweep.noise`); with ``noise.samples > 0`` a ``sample``
         dimension comes last.
@@ -86,7 +87,7 @@ class SweepSpec:
     f_slots: int = 1
     b_slots: int = 2
     dtype: str = "float64"
-    chunk: int = 16384
+    chunk: int = 1024
     method: str = "auto"
     noise: NoiseConfig = NoiseConfig()
 
@@ -226,18 +227,18 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
         b_slots=check_positive_int("slots.b", slots.get("b", 2), 1),
         dtype=dtype,
-        chunk=check_positive_int("engine.chunk", engine.get("chunk", 16384), 1),
+        chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1),
         method=engine.get("method", "auto"),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
     )
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
-    # Last: the engine's names of modes and methods (importing the engine imports JAX).
-    from ppsweep.engine import check_method, check_mode
-
     for mode in modes:
         check_mode(mode)
+    # Last: the engine's names of methods (importing the engine imports JAX).
+    from ppsweep.engine import check_method
+
     check_method(spec.method)
     return spec
 

@@ -259,3 +259,25 @@ def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, 
         grad_bytes=stage_layers(model, table) * model.params_per_layer * model.bytes_per_value,
         msg_bytes=float(model.message_bytes(b)),
     )
+
+
+def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0) -> "Costs":
+    """The engine's :class:`~ppsweep.engine_costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
+
+    Args:
+      costs: per-stage costs, ``(n, S)`` over a leading compute axis.
+      alpha, beta: latency (s) and bandwidth (bytes/s), broadcastable to ``(n,) + point axes``.
+      t_opt: optimizer update seconds per worker (0: none).
+      point_axes: axes that follow the compute axis in the point shape (the per-stage arrays get
+        length-1 axes there).
+
+    Returns:
+      The validated :class:`~ppsweep.engine_costs.Costs` (``simulate(table, costs, mode)``).
+    """
+    from ppsweep.engine_costs import Costs
+
+    def stage(a: np.ndarray) -> np.ndarray:
+        return a.reshape(a.shape[:1] + (1,) * point_axes + a.shape[1:])
+
+    return Costs.of(costs.t_f.shape[-1], stage(costs.t_f), stage(costs.t_b), alpha, beta, costs.msg_bytes,
+                    t_i=stage(costs.t_i), t_w=stage(costs.t_w), grad_bytes=costs.grad_bytes, t_opt=t_opt)

@@ -43,20 +43,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ppsweep.program import Program  # noqa: E402
-from ppsweep.table import ScheduleTable  # noqa: E402
+from ppsweep.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
+from ppsweep.program import Program
+from ppsweep.table import ScheduleTable
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
 DEFAULT_CAP = 64
@@ -186,23 +182,20 @@ def features(
     cands.append((lead(t_opt, 0), w, False))
 
     alpha, beta, msg_bytes = lead(alpha, 0), lead(beta, 0), lead(msg_bytes, 0)
-    holders = [int(np.sum(program.sync_holders[k] >= 0)) for k in range(program.n_sync)]
+    rings = [RingAllReduce(int(np.sum(program.sync_holders[k] >= 0))) for k in range(program.n_sync)]
     w = np.zeros(D)
     w[idx["alpha"]] = 1.0
-    for k, n in enumerate(holders):
-        w[idx["sync"] + k] = 2.0 * (n - 1)
+    for k, ring in enumerate(rings):
+        w[idx["sync"] + k] = ring.alpha_coefficient
     cands.append((alpha, w, True))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wire = np.where(np.isinf(beta), 0.0, msg_bytes / beta)
     w = np.zeros(D)
     w[idx["wire"]] = 1.0
-    cands.append((wire, w, True))
+    cands.append((wire_time(msg_bytes, beta), w, True))
     if program.n_sync:
         g = lead(stage_arrays["grad_bytes"], 1)
         g = np.broadcast_to(g, g.shape[:-1] + (S,))[..., program.sync_stages]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_sync = np.where(np.isinf(beta)[..., None], 0.0, g / beta[..., None])  # (..., n_sync)
-        factor = np.array([2.0 * (n - 1) / n for n in holders])
+        per_sync = wire_time(g, beta[..., None])  # (..., n_sync)
+        factor = np.array([ring.wire_coefficient for ring in rings])
         one = _rank_one(per_sync)
         if one is not None:
             w = np.zeros(D)
@@ -301,65 +294,81 @@ def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
     return kept
 
 
-def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP) -> Envelope:
+class _SetAlgebra:
+    """Times of the envelope programme for :mod:`ppsweep.comm`: sets of path vectors."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.largest = 1
+
+    def join(self, *sets: np.ndarray) -> np.ndarray:
+        if len(sets) == 1:
+            return sets[0]
+        out = prune(np.concatenate(sets), self.cap)
+        self.largest = max(self.largest, out.shape[0])
+        return out
+
+    def comm(self, time: np.ndarray, duration: np.ndarray) -> np.ndarray:
+        return time + duration
+
+
+def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
+                   routing: Routing | None = None) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
-    The programme walks the same waves, registers, links and synchronisations as the scan
-    (:func:`ppsweep.engine.run_program`), with sets of vectors in place of times.
+    The programme walks the same waves, registers, resources and synchronisations as the scan
+    (:mod:`ppsweep.engine`), with the same rules (:mod:`ppsweep.comm`), with sets of vectors in
+    place of times.
 
     Args:
       program: the compiled table.
-      mode: ``overlap``, ``blocking`` or ``contention``.
+      mode: a communication mode (:data:`ppsweep.comm.MODES`).
       weights: ``(J, raw_size)`` feature weights (:class:`Features`).
       comm: ``(J,)`` communication features.
       cap: largest set kept at a node.
+      routing: the program's :class:`~ppsweep.comm.Routing` in ``mode`` (computed if not given).
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
     """
+    routing = route(program, mode) if routing is None else routing
     J = weights.shape[0]
     idx = raw_index(program)
     p = program.p
     rows = weights[:, : 4 * program.n_stages].T  # (4S, J) duration of each row
     t_opt = weights[:, idx["t_opt"]]
     wire = weights[:, idx["wire"]]
-    msg = weights[:, idx["alpha"]] + wire
+    msg = message_time(weights[:, idx["alpha"]], wire)
     sync_vec = weights[:, idx["sync"] : idx["sync"] + program.n_sync].T
     zero = np.zeros((1, J))
-    largest = 1
-
-    def join(*sets: np.ndarray) -> np.ndarray:
-        nonlocal largest
-        out = prune(np.concatenate(sets), cap)
-        largest = max(largest, out.shape[0])
-        return out
+    alg = _SetAlgebra(cap)
 
     free = [zero] * p
     reg = [zero] * (program.n_regs + 2)
-    link = [zero] * (program.n_links + 1)
+    res = [zero] * routing.n_resources
     ready = [zero] * (program.n_sync * p + 1)
     for t in range(program.n_waves):
         writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
-        for w in np.flatnonzero(program.active[t]):
+        # lanes sharing a resource take it in round order (the scan's rounds, the table's send order)
+        for w in sorted(np.flatnonzero(program.active[t]), key=lambda w: (routing.rounds[t, w], w)):
             dep = int(program.dep_reg[t, w])
-            start = free[w] if dep == program.zero_reg else join(free[w], reg[dep])
+            start = free[w] if dep == program.zero_reg else alg.join(free[w], reg[dep])
             end = start + rows[program.cost_row[t, w]]
             out = int(program.out_reg[t, w])
             sends = out != program.trash_reg
-            if mode == "contention" and sends:
-                lk = int(program.link[t, w])
-                go = join(end, link[lk])
-                writes.append((link, lk, go + wire))
-                arrival = go + msg
-            else:
-                arrival = end + msg
+            busy = end
             if sends:
+                held = [int(i) for i in routing.lane_resources[t, w]]
+                arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
+                for i in held:
+                    res[i] = released
                 writes.append((reg, out, arrival))
-            writes.append((free, int(w), arrival if (mode == "blocking" and sends) else end))
+                busy = arrival if routing.mode.blocks_sender else end
+            writes.append((free, int(w), busy))
             slot = int(program.sync_slot[t, w])
             if slot != program.trash_sync:
                 writes.append((ready, slot, end))
-        for target, i, value in writes:  # every lane reads before any writes (as the scan)
+        for target, i, value in writes:  # every lane reads registers before any writes (as the scan)
             target[i] = value
 
     finish = list(free)
@@ -367,20 +376,16 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     for k in program.sync_order:
         k = int(k)
         holders = [int(w) for w in program.sync_holders[k] if w >= 0]
-        ring = [int(l) for l in program.sync_ring_links[k] if l >= 0]
-        cands = [ready[k * p + w] for w in holders]
-        if mode == "contention":
-            cands += [link[l] for l in ring]
-        end = join(*cands) + sync_vec[k]
-        if mode == "contention":
-            for l in ring:
-                link[l] = end
+        held = routing.sync_resources[k]
+        end = synchronise(alg, [ready[k * p + w] for w in holders], [res[i] for i in held], sync_vec[k])
+        for i in held:
+            res[i] = end
         sync_end[k] = end
     ends = []
     for w in range(p):
-        held = [sync_end[k] for k in range(program.n_sync) if w in program.sync_holders[k]]
-        ends.append((join(finish[w], *held) if held else finish[w]) + t_opt)
-    t_sim = join(*ends, *sync_end.values())
+        held_syncs = [sync_end[k] for k in range(program.n_sync) if w in program.sync_holders[k]]
+        ends.append(alg.join(finish[w], *held_syncs) + t_opt)
+    t_sim = alg.join(*ends, *sync_end.values())
     counts = np.bincount(program.compute_rows, minlength=4 * program.n_stages).astype(float)
     return Envelope(
         t_sim=t_sim,
@@ -388,31 +393,23 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         compute=counts @ rows + p * t_opt,
         comm=np.asarray(comm, dtype=bool),
         depth=program.n_ops + program.n_sync + 2,
-        largest=largest,
+        largest=alg.largest,
     )
 
 
-_ENVELOPES: "weakref.WeakKeyDictionary[ScheduleTable, dict]" = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
 def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Features, cap: int = DEFAULT_CAP) -> Envelope:
-    """:func:`build_envelope`, cached per table, mode, feature directions and cap.
+    """:func:`build_envelope`, cached with the table's compiled form (:func:`ppsweep.compiled.compiled_for`).
+
+    Args:
+      table: the table; program: its compiled program (kept for callers; the cached one is used).
+      mode: communication mode; feats: the features; cap: largest set kept at a node.
 
     Raises:
       EnvelopeTooLarge: when the table needs more than ``cap`` vectors (also cached).
     """
-    key = (mode, cap) + feats.key()
-    with _LOCK:
-        cache = _ENVELOPES.setdefault(table, {})
-        hit = cache.get(key)
-    if hit is None:
-        try:
-            hit = build_envelope(program, mode, feats.weights, feats.comm, cap)
-        except EnvelopeTooLarge as err:
-            hit = err
-        with _LOCK:
-            cache[key] = hit
+    from ppsweep.compiled import compiled_for
+
+    hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap)
     if isinstance(hit, EnvelopeTooLarge):
         raise hit
     return hit
@@ -463,7 +460,11 @@ def evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: Any 
       An :class:`EnvelopeResult`; ``ambiguous`` marks points whose ``comm_time`` the README's tie
       rule must settle (the engine recomputes them with the scan).
     """
-    dtype = np.dtype(dtype)
+    with jax.enable_x64(True):
+        return _evaluate(env, feats, batch, np.dtype(dtype), finish, tie_rtol)
+
+
+def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.dtype, finish: bool, tie_rtol: float) -> EnvelopeResult:
     ndim = len(batch)
     ys = tuple(np.asarray(y, dtype=dtype).reshape((1,) * (ndim - np.ndim(y)) + np.shape(y)) for y in feats.arrays)
     # float64: a maximal path's value is within depth · tie_rtol of t_sim (one tie tolerance per

@@ -14,8 +14,6 @@ reads it, and registers are reused (interval colouring), so the carried state st
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,24 +115,12 @@ def stage_holders(table: ScheduleTable) -> list[list[int]]:
     return [sorted({int(w) for w in table.placement[:, s]}) for s in range(table.n_stages)]
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary[ScheduleTable, Program]" = weakref.WeakKeyDictionary()
-_PROGRAMS_LOCK = threading.Lock()
-
-
 def program_for(table: ScheduleTable) -> Program:
-    """The :class:`Program` of ``table``, compiled once per table object and cached.
+    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
+    its compiled form (:func:`ppsweep.compiled.compiled_for`)."""
+    from ppsweep.compiled import compiled_for
 
-    Tables are immutable and built once per ``(schedule, p, m, options)`` (``ppsweep.build``
-    keeps them in an LRU cache), so every engine call on the same table shares one program; the
-    cache holds the table weakly and forgets the program when the table is collected.
-    """
-    with _PROGRAMS_LOCK:
-        program = _PROGRAMS.get(table)
-    if program is None:
-        program = compile_program(table)
-        with _PROGRAMS_LOCK:
-            _PROGRAMS[table] = program
-    return program
+    return compiled_for(table).program
 
 
 def compile_program(table: ScheduleTable) -> Program:

@@ -11,9 +11,10 @@ How it runs:
    off the table. For each operation, its consumers are the operations that list it among their
    :func:`ppsweep.ops.dependencies`; each consumer on another worker gets one message.
 2. Workers advance one operation at a time: a worker whose next operation has all its
-   producers finished is stepped (start = max of the worker being free and every input's
-   arrival), its operation ends after its compute time, and its messages are sent at once
-   (their arrival is then known). This repeats until every worker is done.
+   producers finished (and, in ``ports``, whose messages are next in their receivers' ingress
+   queues) is stepped (start = max of the worker being free and every input's arrival), its
+   operation ends after its compute time, and its messages are sent at once (their arrival is
+   then known). This repeats until every worker is done.
 3. Gradient synchronisations of replicated stages are computed (in the order the idealized
    table makes them ready: the slot where their last backward ends, ties by stage), then
    the optimizer updates (when ``t_opt > 0``), then ``t_sim``.
@@ -38,6 +39,12 @@ Choices made where the README leaves room:
   than one cross-worker consumer, so this only matters for hand-made dependency patterns.)
 - A message in ``contention`` starts at the later of its producer's end (candidate 1, the data)
   and its link being free (candidate 2, the link).
+- A message in ``ports`` starts at the latest of its producer's end (the data), its sender's
+  egress being free and its receiver's ingress being free, in that order. An ingress port takes
+  messages in the order the table sends them: by the slot their producer ends in the table, then
+  the slot it starts, then the sender worker (an egress port's messages all come from its own
+  worker, in that worker's order). A synchronisation holds, hop by hop, the sender's egress and
+  the receiver's ingress port of its ring.
 - An operation's "own previous activity" candidate is the end of the worker's previous
   operation, or in ``blocking`` the arrival of that operation's last message; for the worker's
   first operation it is time 0.
@@ -65,7 +72,7 @@ from ppsweep.ops import Kind, Op, dependencies
 from ppsweep.table import ScheduleTable
 
 #: Accepted values of ``mode``.
-MODES = ("overlap", "blocking", "contention")
+MODES = ("overlap", "blocking", "contention", "ports")
 
 #: Candidates within this relative distance of a maximum tie with it.
 TIE_RTOL = 1e-12
@@ -261,7 +268,7 @@ def reference_simulate(
       alpha: message latency, s (>= 0).
       beta: network bandwidth, bytes/s (> 0; ``math.inf`` for infinite bandwidth).
       msg_bytes: bytes of one point-to-point message (>= 0).
-      mode: ``"overlap"``, ``"blocking"`` or ``"contention"``.
+      mode: ``"overlap"``, ``"blocking"``, ``"contention"`` or ``"ports"``.
       t_i, t_w: input- and weight-gradient times (split backward), s; default ``t_b / 2`` each.
       grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
         (a number or a length-``S`` sequence); default 0.
@@ -272,8 +279,8 @@ def reference_simulate(
       op_durations: explicit compute time of operations, s (e.g. drawn with noise,
         :func:`ppsweep.noise.reference_inputs`); an operation not in it takes its stage's time.
       message_times: explicit ``(hold, total)`` of the messages an operation sends, s: ``hold``
-        occupies the link in ``contention`` (default ``bytes/β``), ``total`` is the time from
-        sending to arrival (default ``α + bytes/β``).
+        occupies the link (``contention``) or the ports (``ports``), default ``bytes/β``;
+        ``total`` is the time from leaving to arrival, default ``α + bytes/β``.
 
     Returns:
       The :class:`ReferenceResult`.
@@ -283,6 +290,56 @@ def reference_simulate(
     """
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
+    point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, op_durations, message_times)
+    graph = _read_graph(table)
+    run = _run_operations(table, graph, point)
+    syncs = _synchronise(table, graph, point, run)
+    final, updates = _finish_step(table, point, run, syncs)
+    return ReferenceResult(
+        t_sim=final.time,
+        worker_finish=np.array([e.time for e in run.finish], dtype=float),
+        comm_time=final.time - _compute_on_path(final),
+        compute_time=run.compute_time,
+        record=StepRecord(
+            p=int(table.p),
+            mode=mode,
+            ops=tuple(run.op_events),
+            messages=tuple(run.message_events),
+            syncs=tuple(syncs.events),
+            updates=tuple(updates),
+            t_sim=final.time,
+        )
+        if record
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Point:
+    """One point's checked costs."""
+
+    mode: str
+    alpha: float
+    beta: float
+    wire: float  # link (or port) busy time of one message (0 where beta is inf)
+    hockney: float  # message time
+    t_opt: float
+    durations: dict[Kind, list[float]]
+    grad: list[float]
+    op_durations: dict[Op, float]  # explicit compute times (overrides ``durations``)
+    message_times: dict[Op, tuple[float, float]]  # explicit (wire, message time) of an op's messages
+
+    def duration(self, op: Op) -> float:
+        """Compute time of ``op``."""
+        return self.op_durations.get(op, self.durations[op.kind][op.stage])
+
+    def message(self, op: Op) -> tuple[float, float]:
+        """``(wire, message time)`` of the messages ``op`` sends."""
+        return self.message_times.get(op, (self.wire, self.hockney))
+
+
+def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, op_durations=None, message_times=None) -> _Point:
+    """Check and expand the costs of one point (errors name the field)."""
     n_stages = int(table.n_stages)
     alpha = _scalar("alpha", alpha)
     beta = _scalar("beta", beta, positive=True, allow_inf=True)
@@ -293,86 +350,84 @@ def reference_simulate(
     t_i_s = _per_stage("t_i", t_i, n_stages) if t_i is not None else [x / 2 for x in t_b_s]
     t_w_s = _per_stage("t_w", t_w, n_stages) if t_w is not None else [x / 2 for x in t_b_s]
     grad_s = _per_stage("grad_bytes", 0.0 if grad_bytes is None else grad_bytes, n_stages)
-    durations = {Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}
+    wire = msg_bytes / beta
+    return _Point(
+        mode=mode, alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
+        durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s,
+        op_durations={op: _scalar(f"op_durations[{op}]", v) for op, v in (op_durations or {}).items()},
+        message_times={op: (_scalar(f"message_times[{op}]", h), _scalar(f"message_times[{op}]", t))
+                       for op, (h, t) in (message_times or {}).items()},
+    )
 
-    wire = msg_bytes / beta  # link busy time of one message (0 where beta is inf)
-    hockney = alpha + wire  # message time
 
-    p = int(table.p)
+@dataclass(frozen=True)
+class _Graph:
+    """Who runs what, in which order, and which consumers each operation's messages go to."""
+
+    orders: list[list[Op]]
+    where: dict[Op, tuple[int, int]]  # op -> (worker, index in that worker's order)
+    remote_consumers: dict[Op, list[Op]]  # in increasing (destination worker, index) order
+    ingress_queue: dict[int, list[tuple[Op, Op]]]  # ports: messages into each worker, in table order
+
+
+def _read_graph(table: ScheduleTable) -> _Graph:
+    """Read every operation, its worker and place in that worker's order, and its remote consumers."""
     orders = table.orders()
-    where: dict[Op, tuple[int, int]] = {}  # op -> (worker, index in that worker's order)
+    where: dict[Op, tuple[int, int]] = {}
     for w, row in enumerate(orders):
         for k, op in enumerate(row):
             where[op] = (w, k)
-
-    # consumers on other workers of each op, in increasing (destination worker, index) order
     remote_consumers: dict[Op, list[Op]] = {op: [] for op in where}
     for op, (w, _) in where.items():
-        for dep in dependencies(op, n_stages, table.split_backward):
+        for dep in dependencies(op, table.n_stages, table.split_backward):
             if dep not in where:
                 raise ValueError(f"table: {op} needs {dep}, which the table never runs")
             if where[dep][0] != w:
                 remote_consumers[dep].append(op)
     for consumers in remote_consumers.values():
         consumers.sort(key=lambda c: where[c])
+    # The order the table sends messages: by the slot their producer ends, then starts, then the sender.
+    slots = {item.op: (item.end, item.start) for item in table.placed_ops()}
+    ingress_queue: dict[int, list[tuple[Op, Op]]] = {w: [] for w in range(table.p)}
+    for op in sorted(where, key=lambda o: (slots[o], where[o][0])):
+        for consumer in remote_consumers[op]:
+            ingress_queue[where[consumer][0]].append((op, consumer))
+    return _Graph(orders=orders, where=where, remote_consumers=remote_consumers, ingress_queue=ingress_queue)
 
-    end: dict[Op, _Event] = {}  # op -> its end
-    arrival: dict[tuple[Op, Op], _Event] = {}  # (producer, consumer) -> message arrival
-    link_free: dict[tuple[int, int], _Event] = {}  # (src, dst) -> link free again (contention)
-    worker_free: list[_Event] = [_ZERO] * p  # end of each worker's previous activity
+
+@dataclass
+class _Run:
+    """State and outcome of running every operation."""
+
+    end: dict[Op, _Event]  # op -> its end
+    arrival: dict[tuple[Op, Op], _Event]  # (producer, consumer) -> message arrival
+    link_free: dict[tuple[int, int], _Event]  # contention: (src, dst) -> link free again
+    egress_free: dict[int, _Event]  # ports: worker -> its egress port free again
+    ingress_free: dict[int, _Event]  # ports: worker -> its ingress port free again
+    ingress_next: dict[int, int]  # ports: worker -> index of the next message its ingress takes
+    finish: list[_Event]
+    compute_time: float
+    op_events: list[OpEvent]
+    message_events: list[MessageEvent]
+
+
+def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
+    """Step the workers, one operation at a time, until every operation has run.
+
+    A worker is stepped when its next operation's producers have all ended (and, in ``ports``,
+    when each of its messages is the next its receiver's ingress port takes).
+    """
+    p = int(table.p)
+    run = _Run(end={}, arrival={}, link_free={}, egress_free={}, ingress_free={}, ingress_next={w: 0 for w in range(p)},
+               finish=[_ZERO] * p, compute_time=0.0, op_events=[], message_events=[])
+    orders = graph.orders
     cursor = [0] * p
-    compute_time = 0.0
-    op_events: list[OpEvent] = []
-    message_events: list[MessageEvent] = []
-
     remaining = sum(len(row) for row in orders)
     while remaining:
         progressed = False
         for w in range(p):
-            while cursor[w] < len(orders[w]):
-                op = orders[w][cursor[w]]
-                deps = dependencies(op, n_stages, table.split_backward)
-                if any(dep not in end for dep in deps):
-                    break
-                # start: the worker's own previous activity first, then each data input
-                candidates = [worker_free[w]]
-                for dep in deps:
-                    candidates.append(end[dep] if where[dep][0] == w else arrival[(dep, op)])
-                start = _latest(candidates, f"start {op}")
-                duration = durations[op.kind][op.stage]
-                if op_durations is not None and op in op_durations:
-                    duration = _scalar(f"op_durations[{op}]", op_durations[op])
-                op_wire, op_hockney = wire, hockney
-                if message_times is not None and op in message_times:
-                    op_wire, op_hockney = (_scalar(f"message_times[{op}]", x) for x in message_times[op])
-                compute_time += duration
-                done = _after(start, duration, f"end {op}", compute=duration)
-                end[op] = done
-                if record:
-                    op_events.append(OpEvent(w, op, start.time, done.time))
-                busy_until = done
-                for consumer in remote_consumers[op]:
-                    dst = where[consumer][0]
-                    label = f"message {op} -> {consumer} (worker {w} -> {dst})"
-                    if mode == "overlap":
-                        sent = done
-                        arrival[(op, consumer)] = _after(done, op_hockney, label)
-                    elif mode == "blocking":
-                        # one after the other; the worker is busy until the last one arrives
-                        sent = busy_until
-                        busy_until = _after(busy_until, op_hockney, label)
-                        arrival[(op, consumer)] = busy_until
-                    else:  # contention: the data first, then the link
-                        link = (w, dst)
-                        leave = _latest([done, link_free.get(link, _ZERO)], "leaves: " + label)
-                        link_free[link] = _after(leave, op_wire, f"link {link} free after {label}")
-                        sent = leave
-                        arrival[(op, consumer)] = _after(leave, op_hockney, label)
-                    if record:
-                        message_events.append(
-                            MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival[(op, consumer)].time)
-                        )
-                worker_free[w] = busy_until
+            while cursor[w] < len(orders[w]) and _can_run(table, graph, point, run, orders[w][cursor[w]]):
+                _run_operation(table, graph, point, run, w, orders[w][cursor[w]])
                 cursor[w] += 1
                 remaining -= 1
                 progressed = True
@@ -381,71 +436,132 @@ def reference_simulate(
                 f"worker {w} waits at {orders[w][cursor[w]]}" for w in range(p) if cursor[w] < len(orders[w])
             )
             raise ValueError(f"table: its order deadlocks ({waiting})")
+    return run
 
-    finish = list(worker_free)
 
-    # gradient synchronisation of replicated stages
+def _can_run(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, op: Op) -> bool:
+    """Every producer of ``op`` has ended (and, in ``ports``, its messages are next at their receivers)."""
+    if any(dep not in run.end for dep in dependencies(op, table.n_stages, table.split_backward)):
+        return False
+    if point.mode == "ports":
+        for consumer in graph.remote_consumers[op]:
+            dst = graph.where[consumer][0]
+            if graph.ingress_queue[dst][run.ingress_next[dst]] != (op, consumer):
+                return False
+    return True
+
+
+def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, w: int, op: Op) -> None:
+    """Run ``op`` on worker ``w``: it starts at the latest of the worker being free (first) and each
+    input's arrival, runs its compute time, then sends its messages."""
+    candidates = [run.finish[w]]
+    for dep in dependencies(op, table.n_stages, table.split_backward):
+        candidates.append(run.end[dep] if graph.where[dep][0] == w else run.arrival[(dep, op)])
+    start = _latest(candidates, f"start {op}")
+    duration = point.duration(op)
+    run.compute_time += duration
+    done = _after(start, duration, f"end {op}", compute=duration)
+    run.end[op] = done
+    run.op_events.append(OpEvent(w, op, start.time, done.time))
+    busy_until = done
+    for consumer in graph.remote_consumers[op]:
+        busy_until = _send(graph, point, run, w, op, consumer, done, busy_until)
+    run.finish[w] = busy_until
+
+
+def _send(graph: _Graph, point: _Point, run: _Run, w: int, op: Op, consumer: Op, done: _Event, busy_until: _Event) -> _Event:
+    """Send ``op``'s message to ``consumer`` by the rule of the mode; returns when worker ``w`` is free."""
+    dst = graph.where[consumer][0]
+    label = f"message {op} -> {consumer} (worker {w} -> {dst})"
+    wire, hockney = point.message(op)
+    if point.mode == "overlap":
+        sent = done
+        arrival = _after(done, hockney, label)
+    elif point.mode == "blocking":  # one after the other; the worker is busy until the last one arrives
+        sent = busy_until
+        arrival = busy_until = _after(busy_until, hockney, label)
+    elif point.mode == "contention":  # the data first, then the link
+        link = (w, dst)
+        sent = _latest([done, run.link_free.get(link, _ZERO)], "leaves: " + label)
+        run.link_free[link] = _after(sent, wire, f"link {link} free after {label}")
+        arrival = _after(sent, hockney, label)
+    else:  # ports: the data first, then the sender's egress, then the receiver's ingress
+        sent = _latest([done, run.egress_free.get(w, _ZERO), run.ingress_free.get(dst, _ZERO)], "leaves: " + label)
+        run.egress_free[w] = _after(sent, wire, f"egress of {w} free after {label}")
+        run.ingress_free[dst] = _after(sent, wire, f"ingress of {dst} free after {label}")
+        run.ingress_next[dst] += 1
+        arrival = _after(sent, hockney, label)
+    run.arrival[(op, consumer)] = arrival
+    run.message_events.append(MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival.time))
+    return busy_until
+
+
+@dataclass(frozen=True)
+class _Syncs:
+    """Gradient synchronisations: their ends by stage, each stage's holders, their events."""
+
+    end: dict[int, _Event]
+    holders: dict[int, list[int]]
+    events: list[SyncEvent]
+
+
+def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) -> _Syncs:
+    """Synchronise the gradients of every replicated stage (ring all-reduce over its holders), in the
+    order the idealized table makes them ready (the slot their last backward ends, ties by stage)."""
     last_grad = Kind.W if table.split_backward else Kind.B
-    sync_end: dict[int, _Event] = {}
-    sync_events: list[SyncEvent] = []
-    holders_of: dict[int, list[int]] = {}
     placement = np.asarray(table.placement)
-    # syncs take their ring links in the order the idealized table makes them ready
-    last_slot = {s: 0 for s in range(n_stages)}
+    last_slot = {s: 0 for s in range(table.n_stages)}
     for item in table.placed_ops():
         if item.op.kind == last_grad:
             last_slot[item.op.stage] = max(last_slot[item.op.stage], item.end)
-    for s in sorted(range(n_stages), key=lambda s: (last_slot[s], s)):
+    syncs = _Syncs(end={}, holders={}, events=[])
+    for s in sorted(range(table.n_stages), key=lambda s: (last_slot[s], s)):
         holders = sorted({int(w) for w in placement[:, s]})
-        holders_of[s] = holders
+        syncs.holders[s] = holders
         n = len(holders)
         if n < 2:
             continue
         candidates = []
         for w in holders:
-            mine = [op for op in orders[w] if op.kind == last_grad and op.stage == s]
-            candidates.append(end[mine[-1]] if mine else _ZERO)
+            mine = [op for op in graph.orders[w] if op.kind == last_grad and op.stage == s]
+            candidates.append(run.end[mine[-1]] if mine else _ZERO)
         ring = [(holders[k], holders[(k + 1) % n]) for k in range(n)]
-        if mode == "contention":
-            candidates += [link_free.get(link, _ZERO) for link in ring]
+        if point.mode == "contention":
+            candidates += [run.link_free.get(link, _ZERO) for link in ring]
+        if point.mode == "ports":  # each hop: its sender's egress, then its receiver's ingress
+            for src, dst in ring:
+                candidates += [run.egress_free.get(src, _ZERO), run.ingress_free.get(dst, _ZERO)]
         start = _latest(candidates, f"sync stage {s} starts")
-        duration = 2 * (n - 1) * (alpha + (grad_s[s] / n) / beta)
-        sync_end[s] = _after(start, duration, f"sync stage {s} ends")
-        sync_events.append(SyncEvent(s, tuple(holders), start.time, sync_end[s].time))
-        if mode == "contention":
-            for link in ring:
-                link_free[link] = sync_end[s]
+        duration = 2 * (n - 1) * (point.alpha + (point.grad[s] / n) / point.beta)
+        end = syncs.end[s] = _after(start, duration, f"sync stage {s} ends")
+        syncs.events.append(SyncEvent(s, tuple(holders), start.time, end.time))
+        for src, dst in ring:
+            if point.mode == "contention":
+                run.link_free[(src, dst)] = end
+            if point.mode == "ports":
+                run.egress_free[src] = run.ingress_free[dst] = end
+    return syncs
 
-    # optimizer updates, then t_sim
-    worker_end = list(finish)
-    update_events: list[UpdateEvent] = []
-    if t_opt > 0:
-        for w in range(p):
-            held = [s for s in sorted(sync_end) if w in holders_of[s]]
-            start = _latest([finish[w]] + [sync_end[s] for s in held], f"update of worker {w} starts")
-            worker_end[w] = _after(start, t_opt, f"update of worker {w} ends", compute=t_opt)
-            update_events.append(UpdateEvent(w, start.time, worker_end[w].time))
-    final = _latest(worker_end + [sync_end[s] for s in sorted(sync_end)], "t_sim")
 
+def _finish_step(table: ScheduleTable, point: _Point, run: _Run, syncs: _Syncs) -> tuple[_Event, list[UpdateEvent]]:
+    """The optimizer updates (when ``t_opt > 0``), then the event that sets ``t_sim``."""
+    worker_end = list(run.finish)
+    updates: list[UpdateEvent] = []
+    if point.t_opt > 0:
+        for w in range(int(table.p)):
+            held = [s for s in sorted(syncs.end) if w in syncs.holders[s]]
+            start = _latest([run.finish[w]] + [syncs.end[s] for s in held], f"update of worker {w} starts")
+            worker_end[w] = _after(start, point.t_opt, f"update of worker {w} ends", compute=point.t_opt)
+            updates.append(UpdateEvent(w, start.time, worker_end[w].time))
+    final = _latest(worker_end + [syncs.end[s] for s in sorted(syncs.end)], "t_sim")
+    return final, updates
+
+
+def _compute_on_path(final: _Event) -> float:
+    """Compute time on the critical path: walk back from ``final`` summing each step's compute."""
     on_path = 0.0
     event: _Event | None = final
     while event is not None:
         on_path += event.compute
         event = event.pred
-    return ReferenceResult(
-        t_sim=final.time,
-        worker_finish=np.array([e.time for e in finish], dtype=float),
-        comm_time=final.time - on_path,
-        compute_time=compute_time,
-        record=StepRecord(
-            p=p,
-            mode=mode,
-            ops=tuple(op_events),
-            messages=tuple(message_events),
-            syncs=tuple(sync_events),
-            updates=tuple(update_events),
-            t_sim=final.time,
-        )
-        if record
-        else None,
-    )
+    return on_path

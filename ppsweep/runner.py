@@ -32,7 +32,6 @@ def configure_jax(compilation_cache: str | None) -> None:
         return
     import jax
 
-    jax.config.update("jax_enable_x64", True)
     if compilation_cache:
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)

@@ -16,7 +16,7 @@ import xarray as xr
 
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.config import TABLE_DIMS, SweepSpec
-from ppsweep.costs import memory_figures, stage_costs
+from ppsweep.costs import engine_costs, memory_figures, stage_costs
 from ppsweep.engine import simulate
 from ppsweep.ranking import rank_lower_better
 from ppsweep.store import variable_dims, variables
@@ -75,23 +75,15 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, xr.DataArray]:
       (the noise-free step time, no ``sample`` dimension).
     """
     costs = stage_costs(spec.model, spec.system, table, peak_flops=spec.compute)
-    S = table.n_stages
-    # Axes: compute (or 1) × bandwidth × latency × stage.
-    t_f = costs.t_f[:, None, None, :]
-    t_b = costs.t_b[:, None, None, :]
-    t_i = costs.t_i[:, None, None, :]
-    t_w = costs.t_w[:, None, None, :]
-    beta = spec.bandwidth[None, :, None]
-    alpha = spec.latency[None, None, :]
+    # Axes: compute (or 1) × bandwidth × latency.
+    point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
+                         t_opt=spec.system.optimizer_time, point_axes=2)
     noise = spec.noise if spec.noise.enabled else None
     dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
     per_mode = []
     for mode in spec.comm:
         run = lambda noise: simulate(  # noqa: E731
-            table, t_f, t_b, alpha, beta, costs.msg_bytes, mode,
-            t_i=t_i, t_w=t_w, grad_bytes=costs.grad_bytes.reshape(1, 1, 1, S),
-            t_opt=spec.system.optimizer_time, dtype=spec.dtype, chunk=spec.chunk,
-            method=spec.method, finish=False, noise=noise,
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise
         )
         result = run(noise)
         t_sim = result.t_sim

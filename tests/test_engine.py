@@ -148,3 +148,34 @@ def test_each_method_matches_reference(case, mode, method):
         np.testing.assert_allclose(got.worker_finish[i], want.worker_finish, rtol=1e-9)
         assert got.comm_time[i] == pytest.approx(want.comm_time, rel=1e-9, abs=1e-9 * want.t_sim)
         assert got.compute_time[i] == pytest.approx(want.compute_time + table.p * c["t_opt"][i], rel=1e-9)
+
+
+def test_costs_form_equals_keyword_form():
+    from ppsweep.engine_costs import Costs
+
+    table = build_schedule("chimera", 4, 8)
+    rng = np.random.default_rng(7)
+    c = random_costs(rng, table.n_stages, 5)
+    for mode in MODES:
+        keyword = simulate(table, c["t_f"], c["t_b"], c["alpha"], c["beta"], c["msg_bytes"], mode,
+                           grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], method="scan")
+        costs = Costs.of(table.n_stages, c["t_f"], c["t_b"], c["alpha"], c["beta"], c["msg_bytes"],
+                         grad_bytes=c["grad_bytes"], t_opt=c["t_opt"])
+        pytree = simulate(table, costs, mode, method="scan")
+        assert np.array_equal(keyword.t_sim, pytree.t_sim) and np.array_equal(keyword.comm_time, pytree.comm_time)
+
+
+def test_import_leaves_jax_x64_flag_alone():
+    # A fresh interpreter (spawned, never forked): importing ppsweep and running the engine keeps
+    # JAX's global flag as it was, and the engine still computes in float64.
+    import subprocess
+    import sys
+
+    code = (
+        "import jax; before = jax.config.jax_enable_x64; import ppsweep, ppsweep.engine, ppsweep.envelope, ppsweep.sweep;"
+        "from ppsweep.engine import simulate; from ppsweep import build_schedule;"
+        "r = simulate(build_schedule('1f1b', 2, 2), 1.0, 2.0, 1e-9, 1e10, 1.0, method='scan');"
+        "assert jax.config.jax_enable_x64 == before == False, jax.config.jax_enable_x64;"
+        "assert r.t_sim.dtype == 'float64' and abs(float(r.t_sim) - 9.0 - 2.2e-9) < 1e-13, repr(r.t_sim)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -264,6 +264,55 @@ def test_gradient_sync_overlap_blocking_contention():
 # properties at random points
 
 
+def test_ports_on_two_workers_are_the_two_links():
+    # chimera_like() in ports: worker 0's egress and worker 1's ingress carry exactly what link
+    # (0,1) carries in contention, and vice versa; a sync's ring hops 0->1 and 1->0 hold both
+    # workers' ports as contention's ring holds both links. So the hand-derived contention
+    # numbers above hold: t_sim 21, comm_time 17; with free messages 13.
+    table = chimera_like()
+    r = reference_simulate(table, 1.0, 2.0, 1.0, 1.0, 4.0, "ports", grad_bytes=2.0)
+    assert r.t_sim == pytest.approx(21.0)
+    assert r.comm_time == pytest.approx(17.0)
+    assert reference_simulate(table, 1.0, 2.0, 1.0, 1.0, 0.0, "ports", grad_bytes=2.0).t_sim == pytest.approx(13.0)
+
+
+def fan_out_table():
+    """p=3, S=2, two replicas sharing stage 0 on worker 0: microbatch 0 runs stage 1 on worker 1,
+    microbatch 1 on worker 2. Worker 0 sends two forward messages (to 1, then 2) and receives two
+    backward ones (from 1, then 2)."""
+    orders = [
+        [(F, 0, 0), (F, 1, 0), (B, 0, 0), (B, 1, 0)],
+        [(F, 0, 1), (B, 0, 1)],
+        [(F, 1, 1), (B, 1, 1)],
+    ]
+    return make_table(3, 2, 2, orders, [[0, 1], [0, 2]], micro_replica=[0, 1])
+
+
+def test_ports_one_egress_and_one_ingress_per_worker():
+    # tf=1, tb=2, alpha=0, L=4/1=4 (c=4), no gradient bytes (syncs of stage 1 take 0 s).
+    # overlap and contention (four distinct links): F(0,0) [0,1] -> w1 at 5; F(1,0) [1,2] -> w2 at 6;
+    # w1: F [5,6], B [6,8] -> w0 at 12; w2: F [6,7], B [7,9] -> w0 at 13;
+    # w0: B(0,0) [12,14], B(1,0) [14,16]: t_sim 16.
+    # ports: w0's egress holds F(0,0)'s message [1,5], so F(1,0)'s leaves at 5, arrives 9;
+    # w1: F [5,6], B [6,8], its message holds w0's ingress [8,12], arrives 12 (the table sends it
+    # first: slot 4 < 5); w2: F [9,10], B [10,12], its message waits for w0's ingress until 12,
+    # arrives 16; w0: B(0,0) [12,14], B(1,0) [16,18]: t_sim 18.
+    # Critical path: B(1,0) <- message (started 12 with its data) <- B(1,1), F(1,1) <- F(1,0)'s
+    # message (started 5 by the egress) <- F(0,0)'s message (started 1 with its data) <- F(0,0):
+    # compute 1 + 1 + 2 + 2 = 6, comm_time 12.
+    table = fan_out_table()
+    args = (table, 1.0, 2.0, 0.0, 1.0, 4.0)
+    assert reference_simulate(*args, "overlap").t_sim == pytest.approx(16.0)
+    assert reference_simulate(*args, "contention").t_sim == pytest.approx(16.0)
+    r = reference_simulate(*args, "ports", record=True)
+    assert r.t_sim == pytest.approx(18.0)
+    assert r.comm_time == pytest.approx(12.0)
+    np.testing.assert_allclose(r.worker_finish, [18.0, 8.0, 12.0])
+    sends = {(m.src, m.dst): (m.ready, m.send, m.arrive) for m in r.record.messages}
+    assert sends[(0, 2)] == pytest.approx((2.0, 5.0, 9.0))
+    assert sends[(2, 0)] == pytest.approx((12.0, 12.0, 16.0))
+
+
 def test_blocking_and_contention_never_beat_overlap():
     rng = random.Random(1234)
     for _ in range(20):
