@@ -231,8 +231,11 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
+    from ppsweep import uncertainty_report  # P(win) and regret (README, "Uncertainty")
+
+    noisy, dataset = dataset, uncertainty_report.nominal_view(dataset)
     result = stability(dataset).compute()  # once: the report reads it many times
-    text = report(dataset, result, path)
+    text = report(dataset, result, path) + "\n\n" + "\n".join(uncertainty_report.uncertainty_section(noisy))
     fit_lines, fit_result = fits_report(dataset)  # stores with a memory_capacity axis
     if fit_lines:
         text += "\n\n" + "\n".join(fit_lines)
@@ -241,7 +244,7 @@ def run(argv: list[str] | None = None) -> str:
 
         out = Path(args.figures) if args.figures else figures_dir(path)
         try:
-            paths = write_figures(dataset, result, out)
+            paths = write_figures(dataset, result, out) + uncertainty_report.write_uncertainty_figures(noisy, out)
             if fit_result is not None:
                 paths.append(plot_fits_map(fit_result, out / "fits_map.png"))
         except OSError as error:

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ppsweep.build import check_positive_int, resolve_options
 from ppsweep.comm import check_mode
 from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
 
 #: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
@@ -43,6 +44,7 @@ DIMENSIONS: dict[str, str | None] = {
     "compute": "FLOP/s",
     "bandwidth": "bytes/s",
     "latency": "s",
+    "sample": None,
 }
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
@@ -74,6 +76,8 @@ class SweepSpec:
         ``model.recompute``), or None (the model's; no dimension).
       memory_capacity: bytes per worker of a ``memory_capacity`` dimension (the variable
         ``fits``), or None (no dimension).
+      noise: the noise model (:mod:`ppsweep.noise`); with ``noise.samples > 0`` a ``sample``
+        dimension comes last.
     """
 
     name: str
@@ -95,6 +99,7 @@ class SweepSpec:
     method: str = "auto"
     recompute: tuple[str, ...] | None = None
     memory_capacity: np.ndarray | None = None
+    noise: NoiseConfig = NoiseConfig()
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -113,6 +118,7 @@ class SweepSpec:
             "compute": None if self.compute is None else np.asarray(self.compute, dtype=float),
             "bandwidth": np.asarray(self.bandwidth, dtype=float),
             "latency": np.asarray(self.latency, dtype=float),
+            "sample": np.arange(self.noise.samples, dtype=np.int64) if self.noise.enabled else None,
         }
         return {dim: values[dim] for dim in DIMENSIONS if values[dim] is not None}
 
@@ -122,16 +128,23 @@ class SweepSpec:
         return tuple(d for d in self.coords() if d not in CAPACITY_DIMS)
 
     @property
+    def nominal_dims(self) -> tuple[str, ...]:
+        """Dimensions of noise-free per-point variables (``t_sim_nominal``): ``point_dims`` without ``sample``."""
+        return tuple(d for d in self.point_dims if d != "sample")
+
+    @property
     def table_dims(self) -> tuple[str, ...]:
         """Dimensions of per-table variables."""
         return TABLE_DIMS
 
     def dims_of(self, kind: str) -> tuple[str, ...]:
-        """Dimensions of a variable of ``kind``: ``point``, ``table``, ``memory`` (a table's memory,
-        per recomputation mode) or ``fits`` (memory, per capacity)."""
+        """Dimensions of a variable of ``kind``: ``point``, ``nominal`` (a point's noise-free value:
+        no ``sample``), ``table``, ``memory`` (a table's memory, per recomputation mode) or ``fits``
+        (memory, per capacity)."""
         memory = TABLE_DIMS + (("recompute",) if self.recompute is not None else ())
         return {
             "point": self.point_dims,
+            "nominal": self.nominal_dims,
             "table": TABLE_DIMS,
             "memory": memory,
             "fits": memory + CAPACITY_DIMS,
@@ -249,6 +262,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         method=engine.get("method", "auto"),
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
+        noise=NoiseConfig.from_mapping(cfg.get("noise")),
     )
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):

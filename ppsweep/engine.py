@@ -42,6 +42,7 @@ from ppsweep import envelope as _envelope
 from ppsweep.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.compiled import CompiledTable, ScanShape, bucket, compiled_for
 from ppsweep.engine_costs import Costs
+from ppsweep.noise import NoiseConfig, op_factors, op_identities
 from ppsweep.program import Program, n_duration_rows
 from ppsweep.table import ScheduleTable
 
@@ -53,6 +54,12 @@ METHODS = ("auto", "scan", "envelope")
 #: Default ``chunk``: most points one compiled scan call handles per device (its state stays in
 #: the CPU's cache; measured on 2 cores: 1024 points ~2x faster than 16384).
 DEFAULT_CHUNK = 1024
+
+#: Most points of a noisy scan tile (rounded down to whole groups of samples, at least one group):
+#: its per-lane durations and message times, ``3 × (waves, p, tile)``, are materialized before
+#: the loop, so the tile is kept small for the cache (p=8, m=32 on 2 cores: 128 points ~2x
+#: faster than 1024).
+NOISY_TILE = 128
 
 #: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
 HOST_BATCH = 1 << 18
@@ -112,6 +119,7 @@ def simulate(
     method: str = "auto",
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
+    noise: NoiseConfig | None = None,
 ) -> SimResult:
     """Simulate one table at every point of a broadcast grid of costs.
 
@@ -137,7 +145,7 @@ def simulate(
       t_opt: optimizer update seconds per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
         a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
-      dtype, chunk, method, finish, cap: as in :func:`simulate_costs`.
+      dtype, chunk, method, finish, cap, noise: as in :func:`simulate_costs`.
 
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape.
@@ -148,12 +156,12 @@ def simulate(
         if given or not all(np.ndim(v) == 0 and v == 0.0 for v in (grad_bytes, t_opt, fb_overlap)):
             raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt/fb_overlap']}")
         return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, method=method,
-                              finish=finish, cap=cap)
+                              finish=finish, cap=cap, noise=noise)
     check_mode(mode)
     check_method(method)
     costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
                      fb_overlap=fb_overlap)
-    return simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
+    return simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
 
 
 def simulate_costs(
@@ -166,6 +174,7 @@ def simulate_costs(
     method: str = "auto",
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
+    noise: NoiseConfig | None = None,
 ) -> SimResult:
     """Simulate one table at every point of ``costs`` (``simulate(table, costs, mode)``).
 
@@ -179,9 +188,14 @@ def simulate_costs(
       finish: compute ``worker_finish``; with False it comes back with a trailing axis of length 0
         (sweeps do not store it, and it is most of the envelope's output).
       cap: most vectors the envelope keeps at one node before falling back to the scan.
+      noise: a :class:`ppsweep.noise.NoiseConfig` with ``samples = k > 0``: every point is run
+        ``k`` times with the operations' and messages' factors of samples ``0 … k-1`` (drawn
+        here, :func:`ppsweep.noise.op_factors`), on the scan (the envelope cannot take
+        per-operation noise); results get a trailing axis of length ``k``. Where every factor is
+        1 (``noise.is_zero``) the noise-free results are repeated along it.
 
     Returns:
-      A :class:`SimResult` with arrays of the broadcast shape.
+      A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
     """
     check_mode(mode)
     check_method(method)
@@ -192,13 +206,23 @@ def simulate_costs(
                      t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
+    factors = None
+    if noise is not None and noise.enabled:
+        if noise.is_zero:
+            plain = simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
+            rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
+            return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
+                             rep(plain.compute_time, -1), plain.method)
+        batch, n = batch + (noise.samples,), n * noise.samples
     with jax.enable_x64(True):
         compiled = compiled_for(table)
-        if method in ("auto", "envelope"):
+        if noise is not None and noise.enabled:
+            factors = _lane_factors(compiled, table, noise)
+        elif method in ("auto", "envelope"):
             result = _simulate_envelope(compiled, costs, batch, mode, dtype, chunk, finish, cap)
             if result is not None:
                 return result
-        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk)
+        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors)
     return SimResult(
         t_sim=t_sim.reshape(batch),
         worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
@@ -216,25 +240,35 @@ def _simulate_scan(
     mode: str,
     dtype: np.dtype,
     chunk: int,
+    factors: "_LaneFactors | None" = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
 
     Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
-    so memory beyond the results stays bounded however large the grid.
+    so memory beyond the results stays bounded however large the grid. With ``factors`` the last
+    axis of ``batch`` is the sample (``index`` then covers whole groups of samples), and the costs
+    broadcast against the axes before it.
     """
     program = compiled.program
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
     counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
-    for lo in range(0, n, HOST_BATCH):
-        hi = min(lo + HOST_BATCH, n)
-        flat = costs.at(np.unravel_index(index[lo:hi], batch or (1,)), program.n_stages)  # a single point: (1,)
+    k = 1 if factors is None else batch[-1]
+    grid = batch if factors is None else batch[:-1]
+    step = max(1, HOST_BATCH // k) * k  # whole groups of samples
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        flat = costs.at(np.unravel_index(index[lo:hi] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
         dur = flat.durations()  # (4S, n)
         point = _Point(dur, flat.alpha, flat.wire(), _sync_durations(program, flat), flat.t_opt)
-        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk)
+        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
-        compute[lo:hi] = counts @ dur + program.p * flat.t_opt
+        if factors is None:
+            compute[lo:hi] = counts @ dur + program.p * flat.t_opt
+        else:
+            sample = index[lo:hi] % k
+            compute[lo:hi] = np.einsum("rn,rn->n", dur, factors.row_sums[:, sample]) + program.p * flat.t_opt
     return t_sim, finish, comm, compute
 
 
@@ -290,24 +324,40 @@ class _Point(NamedTuple):
     t_opt: Any
 
 
-def _run_scan(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _run_scan(
+    compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, factors: "_LaneFactors | None" = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the scan over flat per-point inputs, tile by tile: ``t_sim (n,)``, ``finish (p, n)`` and
-    the critical path's compute time ``(n,)``, float64."""
+    the critical path's compute time ``(n,)``, float64.
+
+    With ``factors`` (``k`` samples) the points come in whole groups of samples ``0 … k-1``; a
+    tile holds whole groups, reordered sample-major, so each lane's factors broadcast over it.
+    """
     n = point.alpha.shape[0]
     shape, lanes = compiled.lanes(mode)
     devices = jax.devices()
     tile = min(chunk, bucket(n, 256))
+    k, lane_factors = 0, (None, None)
+    if factors is not None:
+        k = factors.compute.shape[-1]
+        tile = max(1, min(tile, NOISY_TILE) // k) * k
+        lane_factors = (factors.compute.astype(dtype), factors.message.astype(dtype))
     size = tile * len(devices)
     placed = _placement(len(devices))
 
     def one(lo: int):
         hi = min(lo + size, n)
-        args = _Point(*(_pad_points(a[..., lo:hi], size).astype(dtype) for a in point))
+        args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in point]
+        if k:
+            args = [_sample_major(a, k) for a in args]
+        args = _Point(*args)
         with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
             if placed is not None:
                 args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
-            out = _scan_tile(shape, lanes, args)
-        return hi - lo, [np.asarray(o) for o in out]
+            out = [np.asarray(o) for o in _scan_tile(shape, lanes, args, k, *lane_factors)]
+        if k:
+            out = [_sample_major(o, size // k) for o in out]
+        return hi - lo, out
 
     starts = range(0, n, size)
     workers = _scan_workers() if placed is None else 1
@@ -320,6 +370,50 @@ def _run_scan(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype
     finish = np.concatenate([o[1][:, :k] for k, o in outs], axis=1).astype(np.float64)
     path = np.concatenate([o[2][:k] for k, o in outs]).astype(np.float64)
     return t_sim, finish, path
+
+
+def _sample_major(a: np.ndarray, k: int) -> np.ndarray:
+    """Points ``(…, g·k)`` ordered sample-fastest -> sample-slowest (and back, with ``k`` the group count)."""
+    lead, n = a.shape[:-1], a.shape[-1]
+    return np.ascontiguousarray(np.swapaxes(a.reshape(lead + (n // k, k)), -1, -2)).reshape(lead + (n,))
+
+
+@dataclass(frozen=True)
+class _LaneFactors:
+    """Noise factors laid out like the scan's padded lanes.
+
+    Attributes:
+      compute, message: ``(waves padded, p, k)`` factor of the operation in each lane (1 where none).
+      row_sums: ``(4·S, k)`` sum of the compute factors of the operations of each duration row.
+    """
+
+    compute: np.ndarray
+    message: np.ndarray
+    row_sums: np.ndarray
+
+
+def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseConfig) -> _LaneFactors:
+    """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes.
+
+    Operations are in the program's order, ``(start slot, worker)`` (:func:`ppsweep.noise.op_identities`),
+    which is the row-major order of the active lanes (one operation per worker per wave).
+    """
+    program = compiled.program
+    k = noise.samples
+    f = op_factors(noise, op_identities(table), table.p, np.arange(k))
+    lanes = np.flatnonzero(program.active.ravel())  # operation i sits in flat lane lanes[i]
+    if lanes.shape[0] != program.n_ops:
+        raise AssertionError("program lanes and table operations disagree")  # pragma: no cover
+    waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.compiled)
+
+    def layout(values: np.ndarray) -> np.ndarray:
+        out = np.ones((waves * program.p, k))
+        out[lanes] = values.T
+        return out.reshape(waves, program.p, k)
+
+    row_sums = np.zeros((4 * program.n_stages, k))
+    np.add.at(row_sums, program.compute_rows, f.compute.T)
+    return _LaneFactors(layout(f.compute), layout(f.message), row_sums)
 
 
 def _scan_workers() -> int:
@@ -400,8 +494,10 @@ class _State(NamedTuple):
     ready: Timed
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point):
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point, k: int = 0, compute_factor=None, message_factor=None):
+    """One tile of the scan. With ``k > 0`` samples the tile's points are sample-major (``k`` groups
+    of ``n/k``) and the ``(waves, p, k)`` factors scale each lane's compute time and messages."""
     p, n = shape.p, point.alpha.shape[0]
     dtype = point.alpha.dtype
     alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(dtype)])
@@ -411,16 +507,27 @@ def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point):
     state = _State(free=zeros(p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
                    ready=zeros(shape.n_sync * p + 1))
 
+    xs = lanes
+    if k:
+        # Every lane's duration and message times with their factors, (waves, p, n), before the
+        # loop: the products are rounded on their own, so no multiply fuses with an add (which
+        # XLA may do in some lanes of a tile and not in others: a point's last bits would then
+        # depend on its tile).
+        scale = lambda f, a: (a.reshape(a.shape[:-1] + (k, n // k)) * f[..., None]).reshape(f.shape[:2] + (n,))  # noqa: E731
+        noisy = (scale(compute_factor, point.dur[lanes[1]]), scale(message_factor, jnp.broadcast_to(wire, (1, 1, n))),
+                 scale(message_factor, jnp.broadcast_to(msg, (1, 1, n))))
+        xs = lanes + jax.lax.optimization_barrier(noisy)
+
     def wave(s: _State, x):
-        on, row, dep, out, held, rnd, ss = x
-        d = point.dur[row]  # (p, n)
+        on, row, dep, out, held, rnd, ss = x[:7]
+        d, lane_wire, lane_msg = x[7:] if k else (point.dur[row], wire, msg)  # (p, n) each with noise
         start = alg.join(s.free, s.reg.at(dep))
         end = alg.compute(start, d)
         res, arrival = s.res, None
         for r in range(shape.n_rounds):  # messages sharing a resource in this wave: lane order
             mine = rnd == r
             idx = held if shape.n_rounds == 1 else jnp.where(mine[:, None], held, no_resource)
-            arrived, released = send(alg, end, [res.at(idx[:, j]) for j in range(shape.per_message)], wire, msg)
+            arrived, released = send(alg, end, [res.at(idx[:, j]) for j in range(shape.per_message)], lane_wire, lane_msg)
             for j in range(shape.per_message):
                 res = res.set(idx[:, j], released)
             arrival = arrived if arrival is None else Timed.where(mine[:, None], arrived, arrival)
@@ -431,7 +538,7 @@ def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point):
         ready = s.ready.set(ss, end) if shape.n_sync else s.ready
         return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready), None
 
-    s, _ = jax.lax.scan(wave, state, lanes)
+    s, _ = jax.lax.scan(wave, state, xs)
     finish, res = s.free, s.res
 
     # Gradient synchronisations, in the order they take their resources.

@@ -64,8 +64,8 @@ Choices made where the README leaves room:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -259,6 +259,8 @@ def reference_simulate(
     t_opt: float = 0.0,
     fb_overlap: float = 0.0,
     record: bool = False,
+    op_durations: Mapping[Op, float] | None = None,
+    message_times: Mapping[Op, tuple[float, float]] | None = None,
 ) -> ReferenceResult:
     """Simulate one step of ``table`` at one point, step by step (docs/contract.md §4, README rules).
 
@@ -279,6 +281,11 @@ def reference_simulate(
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the
         result's ``record``; it changes no other field.
+      op_durations: explicit compute time of operations, s (e.g. drawn with noise,
+        :func:`ppsweep.noise.reference_inputs`); an operation not in it takes its stage's time.
+      message_times: explicit ``(hold, total)`` of the messages an operation sends, s: ``hold``
+        occupies the link (``contention``) or the ports (``ports``), default ``bytes/β``;
+        ``total`` is the time from leaving to arrival, default ``α + bytes/β``.
 
     Returns:
       The :class:`ReferenceResult`.
@@ -288,7 +295,8 @@ def reference_simulate(
     """
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
-    point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap)
+    point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap,
+                        op_durations, message_times)
     graph = _read_graph(table)
     run = _run_operations(table, graph, point)
     syncs = _synchronise(table, graph, point, run)
@@ -325,15 +333,24 @@ class _Point:
     durations: dict[Kind, list[float]]
     grad: list[float]
     fb_overlap: float = 0.0
+    op_durations: dict[Op, float] = field(default_factory=dict)  # explicit compute times (override the per-stage ones)
+    message_times: dict[Op, tuple[float, float]] = field(default_factory=dict)  # explicit (wire, message time) of an op's messages
 
     def duration(self, op: Op) -> float:
-        """Compute time of ``op``; an overlapped pair: :func:`ppsweep.costs.pair_time` of its halves."""
+        """Compute time of ``op`` (an explicit one first); an overlapped pair: :func:`ppsweep.costs.pair_time` of its halves."""
+        if op in self.op_durations:
+            return self.op_durations[op]
         if op.kind == Kind.FB:
             return pair_time(self.durations[Kind.F][op.stage], self.durations[Kind.B][op.stage2], self.fb_overlap)
         return self.durations[op.kind][op.stage]
 
+    def message(self, op: Op) -> tuple[float, float]:
+        """``(wire, message time)`` of the messages ``op`` sends."""
+        return self.message_times.get(op, (self.wire, self.hockney))
 
-def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap=0.0) -> _Point:
+
+def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap=0.0,
+                op_durations=None, message_times=None) -> _Point:
     """Check and expand the costs of one point (errors name the field)."""
     n_stages = int(table.n_stages)
     alpha = _scalar("alpha", alpha)
@@ -352,6 +369,9 @@ def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_by
     return _Point(
         mode=mode, alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
         durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s, fb_overlap=fb_overlap,
+        op_durations={op: _scalar(f"op_durations[{op}]", v) for op, v in (op_durations or {}).items()},
+        message_times={op: (_scalar(f"message_times[{op}]", h), _scalar(f"message_times[{op}]", t))
+                       for op, (h, t) in (message_times or {}).items()},
     )
 
 
@@ -479,23 +499,24 @@ def _send(graph: _Graph, point: _Point, run: _Run, w: int, op: Op, consumer: Op,
     """Send ``op``'s message to ``consumer`` by the rule of the mode; returns when worker ``w`` is free."""
     dst = graph.where[consumer][0]
     label = f"message {op} -> {consumer} (worker {w} -> {dst})"
+    wire, hockney = point.message(op)
     if point.mode == "overlap":
         sent = done
-        arrival = _after(done, point.hockney, label)
+        arrival = _after(done, hockney, label)
     elif point.mode == "blocking":  # one after the other; the worker is busy until the last one arrives
         sent = busy_until
-        arrival = busy_until = _after(busy_until, point.hockney, label)
+        arrival = busy_until = _after(busy_until, hockney, label)
     elif point.mode == "contention":  # the data first, then the link
         link = (w, dst)
         sent = _latest([done, run.link_free.get(link, _ZERO)], "leaves: " + label)
-        run.link_free[link] = _after(sent, point.wire, f"link {link} free after {label}")
-        arrival = _after(sent, point.hockney, label)
+        run.link_free[link] = _after(sent, wire, f"link {link} free after {label}")
+        arrival = _after(sent, hockney, label)
     else:  # ports: the data first, then the sender's egress, then the receiver's ingress
         sent = _latest([done, run.egress_free.get(w, _ZERO), run.ingress_free.get(dst, _ZERO)], "leaves: " + label)
-        run.egress_free[w] = _after(sent, point.wire, f"egress of {w} free after {label}")
-        run.ingress_free[dst] = _after(sent, point.wire, f"ingress of {dst} free after {label}")
+        run.egress_free[w] = _after(sent, wire, f"egress of {w} free after {label}")
+        run.ingress_free[dst] = _after(sent, wire, f"ingress of {dst} free after {label}")
         run.ingress_next[dst] += 1
-        arrival = _after(sent, point.hockney, label)
+        arrival = _after(sent, hockney, label)
     run.arrival[(op, consumer)] = arrival
     run.message_events.append(MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival.time))
     return busy_until

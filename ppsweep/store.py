@@ -60,6 +60,11 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "rank_formula": ("table", "1", "rank by closed-form bubble among valid schedules (1 = best)"),
     "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
 }
+#: Variables of a sweep with noise besides those (README, "Uncertainty"): "nominal" variables have
+#: ``SweepSpec.nominal_dims`` (the point dimensions without ``sample``).
+NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
+}
 #: The ``valid`` variable (boolean, table dimensions).
 VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
 #: The ``fits`` variable (boolean; only in sweeps with a ``memory_capacity`` dimension).
@@ -69,6 +74,11 @@ FITS = ("fits", "1", "valid and the bottleneck worker's peak memory within memor
 def booleans(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
     """The boolean variables of ``spec``'s store: ``valid``, and ``fits`` with a capacity dimension."""
     return {"valid": VALID, **({"fits": FITS} if spec.memory_capacity is not None else {})}
+
+
+def variables(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The variables a sweep stores besides ``valid``: :data:`VARIABLES`, and :data:`NOISE_VARIABLES` with noise."""
+    return {**VARIABLES, **(NOISE_VARIABLES if spec.noise.enabled else {})}
 
 
 class StoreError(RuntimeError):
@@ -93,6 +103,8 @@ def fingerprint(spec: SweepSpec) -> str:
         "store_format": STORE_FORMAT,
         "version": __version__,
     }
+    if spec.noise.enabled:  # only then: noise-free stores keep their identity
+        data["noise"] = spec.noise.to_mapping()
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -178,7 +190,7 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
         warnings.simplefilter("ignore")
         dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
-    for name, (kind, unit, long_name) in {**VARIABLES, **booleans(spec)}.items():
+    for name, (kind, unit, long_name) in {**variables(spec), **booleans(spec)}.items():
         dims = spec.dims_of(kind)
         shape = spec.shape(dims)
         chunks = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, shape))  # one chunk per unit
@@ -312,7 +324,7 @@ def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, r
       results: :func:`ppsweep.sweep.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
         ``spec.table_dims``, as the store's arrays are named).
     """
-    for name in list(VARIABLES) + list(booleans(spec)):
+    for name in list(variables(spec)) + list(booleans(spec)):
         array = group[name]
         array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
     group["done"][p_index, m_index] = True

@@ -20,13 +20,13 @@ from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine import simulate
 from ppsweep.program import program_for
 from ppsweep.ranking import rank_lower_better
-from ppsweep.store import VARIABLES, booleans
+from ppsweep.store import booleans, variables
 from ppsweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
 
 #: Dimensions of the engine's results for one table, in the order :func:`simulate_table` builds them.
-ENGINE_DIMS = ("comm", "compute", "bandwidth", "latency")
+ENGINE_DIMS = ("comm", "compute", "bandwidth", "latency", "sample")
 
 
 def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.ndarray]:
@@ -42,7 +42,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         shape = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims)))
         return xr.DataArray(np.full(shape, fill), dims=dims)
 
-    out = {name: empty(spec.dims_of(kind)) for name, (kind, _, _) in VARIABLES.items()}
+    out = {name: empty(spec.dims_of(kind)) for name, (kind, _, _) in variables(spec).items()}
     for name, (kind, _, _) in booleans(spec).items():
         out[name] = empty(spec.dims_of(kind), False)
     models = spec.models()
@@ -80,7 +80,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
 
 
 def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, xr.DataArray]:
-    """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency`` points.
+    """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency [× sample]`` points.
 
     Args:
       spec: the sweep.
@@ -89,16 +89,22 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
 
     Returns:
       ``t_sim``, ``throughput``, ``idle_sim`` and ``comm_time``, each with the dimensions of
-      ``spec.point_dims`` after ``schedule``, ``p`` and ``m``.
+      ``spec.point_dims`` after ``schedule``, ``p`` and ``m``; with noise also ``t_sim_nominal``
+      (the noise-free step time, no ``sample`` dimension).
     """
     model = spec.model if model is None else model
     costs = stage_costs(model, spec.system, table, peak_flops=spec.compute)
     # Axes: compute (or 1) × bandwidth × latency.
     point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
                          t_opt=spec.system.optimizer_time, fb_overlap=spec.system.fb_overlap, point_axes=2)
+    noise = spec.noise if spec.noise.enabled else None
+    dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
     per_mode = []
     for mode in spec.comm:
-        result = simulate(table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False)
+        run = lambda noise: simulate(  # noqa: E731
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise
+        )
+        result = run(noise)
         t_sim = result.t_sim
         per_mode.append(
             {
@@ -108,7 +114,13 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
                 "comm_time": result.comm_time,
             }
         )
-    return {name: _arrange(np.stack([r[name] for r in per_mode]), ENGINE_DIMS, spec.point_dims) for name in per_mode[0]}
+        if noise:  # the noise-free step time (zero noise repeats it along the samples)
+            per_mode[-1]["t_sim_nominal"] = t_sim[..., 0] if noise.is_zero else run(None).t_sim
+    out = {}
+    for name in per_mode[0]:
+        here = dims if name != "t_sim_nominal" else ENGINE_DIMS[:-1]
+        out[name] = _arrange(np.stack([r[name] for r in per_mode]), here, spec.point_dims)
+    return out
 
 
 def _arrange(value: np.ndarray, dims: Sequence[str], point_dims: Sequence[str]) -> xr.DataArray:

@@ -4,6 +4,7 @@
     python scripts/bench.py              # the table (under two minutes on 2 cores)
     python scripts/bench.py --large      # + a >= 10 million point sweep into a zarr store, end to end
     python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
+    python scripts/bench.py --skip-table --noise   # noisy samples/s beside the noise-free scan
     python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end (minutes)
@@ -522,12 +523,66 @@ def print_targets(figures: dict) -> None:
         print(f"  {label:48s} {wanted:>9s} {shown:>10s} {before_s:>9s} {ratio:>7s}  {'yes' if met else 'no'}")
 
 
+# --noise: the scan with noise (README, "Uncertainty") beside the noise-free scan
+
+
+def bench_noise(reps: int, samples: int = 64) -> None:
+    """Noisy samples/s at p=8, m=32 against the noise-free scan on as many points, same run.
+
+    Each schedule, mode and dtype runs 65,536 noisy points (64 bandwidths × 1024/k latencies ×
+    k samples; each call draws its noise) and 65,536 noise-free points on the scan, alternately
+    ``reps`` times after a first (compiling) call of each; the medians are reported.
+    """
+    from ppsweep.noise import NoiseConfig
+
+    model, system = configs()
+    noise = NoiseConfig.from_mapping({"samples": samples, "seed": 0, "compute": {"dist": "lognormal", "cv": 0.05},
+                                      "message": {"dist": "lognormal", "cv": 0.05}, "straggler": {"prob": 0.01, "slowdown": 2.0}})
+    n_lat = max(1, 1024 // samples)
+    print()
+    print(f"--noise: p=8, m=32; {64 * n_lat * samples:,} points per call: noisy = 64 bandwidths × {n_lat} latencies × {samples} samples "
+          f"(5 % lognormal compute and message jitter, 1-in-100 straggler at 2×, drawn in every call); noise-free scan on "
+          f"{64 * n_lat * samples:,} points; medians of {reps} alternating calls")
+    head = f"{'schedule':8s} {'mode':10s} {'dtype':7s} | {'noisy/s':>8s} {'scan/s':>8s} {'ratio':>5s}"
+    print(head)
+    print("-" * len(head))
+    totals: dict[tuple[str, str], list[float]] = {}
+    for mode in ("overlap", "contention"):
+        for dtype in (np.float64, np.float32):
+            for name in SCHEDULES:
+                table = build_schedule(name, 8, 32)
+                (tbl, t_f, t_b, alpha, _, msg), kw = grid_args(table, model, system, 64, 1)
+                alpha = np.logspace(-7, -4, n_lat)[None, :]
+                beta = np.logspace(9, 12, 64)[:, None]
+                beta_plain = np.logspace(9, 12, 64 * samples)[:, None]
+                noisy = lambda: simulate(tbl, t_f, t_b, alpha, beta, msg, mode, noise=noise, dtype=dtype, finish=False, **kw)  # noqa: E731
+                plain = lambda: simulate(tbl, t_f, t_b, alpha, beta_plain, msg, mode, method="scan", dtype=dtype, finish=False, **kw)  # noqa: E731
+                noisy(), plain()
+                a, b = [], []
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    n = noisy().t_sim.size
+                    a.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    plain()
+                    b.append(time.perf_counter() - t0)
+                ta, tb = statistics.median(a), statistics.median(b)
+                tag = np.dtype(dtype).name
+                totals.setdefault((mode, tag), []).append((ta, tb, n))
+                print(f"{name:8s} {mode:10s} {tag:7s} | {fmt_rate(n / ta):>8s} {fmt_rate(n / tb):>8s} {tb / ta:5.2f}", flush=True)
+    print("Mixed schedules (equal points of each):")
+    for (mode, tag), rows in totals.items():
+        ta, tb, n = sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
+        print(f"  {mode:10s} {tag:7s} noisy {fmt_rate(n / ta):>6s} samples/s, noise-free scan {fmt_rate(n / tb):>6s} points/s, ratio {tb / ta:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", action="store_true", help="also run a >= 10 million point sweep into zarr")
     parser.add_argument("--large-points", type=int, default=10_000_000, help="points of --large (default 10 million)")
     parser.add_argument("--scaling", action="store_true", help="also scale p and m (takes minutes)")
     parser.add_argument("--scaling-schedules", default="1f1b,hanayo", help="schedules of --scaling")
+    parser.add_argument("--noise", action="store_true", help="also time the scan with noise beside the noise-free scan")
     parser.add_argument("--reps", type=int, default=3, help="warm repetitions per figure (median)")
     parser.add_argument("--ref-points", type=int, default=3, help="points the reference simulator runs per row")
     parser.add_argument("--skip-table", action="store_true", help="skip the per-schedule table")
@@ -566,6 +621,8 @@ def main() -> None:
         bench_large(n_bandwidth, n_latency)
     if args.scaling:
         bench_scaling(args.scaling_schedules.split(","))
+    if args.noise:
+        bench_noise(args.reps)
     print_targets(figures)
     print()
     print(f"bench: {time.perf_counter() - start:.0f} s")
