@@ -114,7 +114,8 @@ def test_malformed_csv_one_line_exit_2(tmp_path, capsys):
     path.write_text("0F0,0B0\n1F0,X3\n")
     assert show.main(["--from-csv", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == "error: row 1, column 1: cell 'X3' is not <stage><F|B|I|W><microbatch> (e.g. 0F3)\n"
+    assert err == ("error: row 1, column 1: cell 'X3' is not <stage><F|B|I|W><microbatch> (e.g. 0F3) "
+                   "or (<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B\n")
 
 
 def test_unsupported_point_one_line_exit_2(monkeypatch, capsys):
