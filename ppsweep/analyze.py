@@ -23,7 +23,12 @@ and writes the figures of :func:`ppsweep.plots.write_figures` beside the store
 store) prints one line ``error: ...`` and exits with 2. An unfinished store is analysed with a
 warning; its missing units are left out.
 
-For one schedule's Gantt chart or Chrome trace at one point, see ``python -m ppsweep.trace``.
+For one schedule's Gantt chart or Chrome trace at one point, see ``python -m ppsweep.trace``;
+for an interactive page of a store, ``python -m ppsweep.explore``.
+
+Naming: this module is the *command line* only (parsing, the text report, the figures); the
+computations live in the library :mod:`ppsweep.analysis`. ``python -m ppsweep.analysis`` runs this
+same command (``ppsweep/analysis/__main__.py`` calls :func:`main`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from ppsweep.analysis import (  # noqa: E402
     summarize,
     winner_label,
 )
+from ppsweep.analysis.fits import fits_report, plot_fits_map  # noqa: E402
 from ppsweep.store import IncompleteStoreWarning, describe  # noqa: E402
 
 
@@ -225,14 +231,19 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
-    result = stability(dataset)
+    result = stability(dataset).compute()  # once: the report reads it many times
     text = report(dataset, result, path)
+    fit_lines, fit_result = fits_report(dataset)  # stores with a memory_capacity axis
+    if fit_lines:
+        text += "\n\n" + "\n".join(fit_lines)
     if not args.no_figures:
         from ppsweep.plots import write_figures
 
         out = Path(args.figures) if args.figures else figures_dir(path)
         try:
             paths = write_figures(dataset, result, out)
+            if fit_result is not None:
+                paths.append(plot_fits_map(fit_result, out / "fits_map.png"))
         except OSError as error:
             raise UsageError(f"cannot write figures to {out}: {error.strerror or error}") from None
         text += "\n\nFigures:\n" + "\n".join(f"  {p}" for p in paths)

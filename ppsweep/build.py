@@ -8,6 +8,7 @@ from typing import Any
 
 from ppsweep.schedules import get_schedule
 from ppsweep.fast_realize import realize_fast, validate_fast
+from ppsweep.schedules.variants import split_label, typed_value
 from ppsweep.table import ScheduleTable
 from ppsweep.table_cache import cached_table
 
@@ -24,13 +25,22 @@ def check_positive_int(field: str, value: Any, minimum: int) -> int:
 
 
 def resolve_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The schedule's options with defaults filled in; unknown names are an error."""
+    """The schedule's options with defaults filled in; unknown names are an error.
+
+    ``name`` may be a variant label (``interleaved_1f1b@v=4``): its options come first, typed after
+    the defaults (:mod:`ppsweep.schedules.variants`), then ``options`` (which must not repeat them).
+    """
     schedule = get_schedule(name)
-    unknown = sorted(set(options) - set(schedule.option_names))
+    _, texts = split_label(name)
+    fixed = {key: typed_value(name, key, text, schedule.option_names.get(key)) for key, text in texts.items()}
+    unknown = sorted((set(options) | set(fixed)) - set(schedule.option_names))
     if unknown:
         accepted = ", ".join(schedule.option_names) or "none"
         raise ValueError(f"schedule {name!r}: unknown option {unknown[0]!r}; accepted: {accepted}")
-    return {**schedule.option_names, **options}
+    twice = sorted(set(options) & set(fixed))
+    if twice:
+        raise ValueError(f"schedule {name!r}: option {twice[0]!r} is set by the label and again in its options")
+    return {**schedule.option_names, **fixed, **options}
 
 
 def why_unsupported(name: str, p: int, m: int, **options: Any) -> str | None:

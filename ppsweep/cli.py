@@ -15,6 +15,7 @@ with the usage and the available sweeps, and an unknown ``+sweep=`` name with on
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -207,4 +208,7 @@ def main() -> None:
         hydra.main(config_path=str(find_conf_dir()), config_name="config", version_base="1.3")(_task)()
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)
-        sys.exit(130)
+        sys.stdout.flush()
+        # os._exit: nothing is written yet, and a second signal during interpreter shutdown
+        # must not turn the exit status into -SIGINT.
+        os._exit(130)

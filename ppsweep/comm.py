@@ -1,4 +1,4 @@
-"""The communication rules of the engine, written once (SPEC section 4, README "Timing rules").
+"""The communication rules of the engine, written once (docs/contract.md §4, README "Timing rules").
 
 Both evaluation methods of the engine -- the max-plus scan (:mod:`ppsweep.engine`) and the
 envelope builder (:mod:`ppsweep.envelope`) -- call the functions here. They differ only in what a
@@ -48,7 +48,7 @@ def message_time(alpha: Any, wire: Any) -> Any:
 
 @dataclass(frozen=True)
 class RingAllReduce:
-    """Ring all-reduce over ``n`` holders: ``steps = 2(n-1)`` messages of ``bytes/n`` each (SPEC section 3)."""
+    """Ring all-reduce over ``n`` holders: ``steps = 2(n-1)`` messages of ``bytes/n`` each (docs/contract.md §3)."""
 
     n: int
 
@@ -196,8 +196,7 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     Args:
       program: the compiled table.
       mode: a communication mode.
-      table: the :class:`~ppsweep.table.ScheduleTable` (needed where messages share resources:
-        ``ports``).
+      table: unused (the program carries each lane's end slot, ``program.lane_end``); kept for callers.
 
     Raises:
       NotImplementedError: where the scan's wave order cannot follow the table's send order.
@@ -215,12 +214,12 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     for t, w in zip(*np.nonzero(program.link != program.trash_link)):
         lanes[t, w] = hop(int(program.link[t, w]))
     if rule.resource == "port":
-        if table is None:
-            raise ValueError("mode ports: routing needs the table (use ppsweep.compiled.compiled_for(table).routing)")
-        waves = sorted({item.start for item in table.placed_ops()})
-        end_slot = np.zeros(program.link.shape, dtype=np.int64)
-        for item in table.placed_ops():
-            end_slot[waves.index(item.start), item.worker] = item.end
+        if np.any(program.cost_row >= 4 * program.n_stages):  # rows past F, B, I, W: overlapped pairs
+            raise NotImplementedError(
+                "mode ports: tables with overlapped pairs F&B (dualpipe, dualpipev) are not supported by the "
+                "engine in ports mode yet; use overlap, blocking or contention (the reference simulator runs them)"
+            )
+        end_slot = program.lane_end  # the slot each lane's operation ends in the table (a pair: its end)
         last_end: dict[int, int] = {}  # resource -> end slot of the last message that took it
         for t in range(lanes.shape[0]):
             taken: dict[int, int] = {}  # resource -> rounds it has been taken in this wave

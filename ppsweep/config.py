@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppsweep.build import check_positive_int, resolve_options
 from ppsweep.comm import check_mode
-from ppsweep.costs import ModelConfig, SystemConfig
+from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.schedules import get_schedule
 
 #: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
@@ -37,6 +37,8 @@ DIMENSIONS: dict[str, str | None] = {
     "schedule": None,
     "p": "workers",
     "m": "microbatches",
+    "recompute": None,
+    "memory_capacity": "bytes",
     "comm": None,
     "compute": "FLOP/s",
     "bandwidth": "bytes/s",
@@ -44,6 +46,8 @@ DIMENSIONS: dict[str, str | None] = {
 }
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
+#: Dimensions no per-point variable has: only ``fits`` (README, "Memory and the fastest schedule that fits").
+CAPACITY_DIMS = ("memory_capacity",)
 #: Config keys that belong to one job, not to the sweep: left out of the store's ``config``.
 JOB_KEYS = ("shard", "finalize")
 
@@ -66,6 +70,10 @@ class SweepSpec:
       dtype: engine float dtype.
       chunk: engine scan tile: points per compiled scan call and device.
       method: engine method, ``auto``, ``scan`` or ``envelope`` (:func:`ppsweep.engine.simulate`).
+      recompute: recomputation modes of a ``recompute`` dimension (each overrides
+        ``model.recompute``), or None (the model's; no dimension).
+      memory_capacity: bytes per worker of a ``memory_capacity`` dimension (the variable
+        ``fits``), or None (no dimension).
     """
 
     name: str
@@ -85,6 +93,8 @@ class SweepSpec:
     dtype: str = "float64"
     chunk: int = 1024
     method: str = "auto"
+    recompute: tuple[str, ...] | None = None
+    memory_capacity: np.ndarray | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -97,6 +107,8 @@ class SweepSpec:
             "schedule": np.array(self.schedules, dtype=object),
             "p": np.array(self.p, dtype=np.int64),
             "m": np.array(self.m, dtype=np.int64),
+            "recompute": None if self.recompute is None else np.array(self.recompute, dtype=object),
+            "memory_capacity": None if self.memory_capacity is None else np.asarray(self.memory_capacity, dtype=float),
             "comm": np.array(self.comm, dtype=object) if self.comm_axis else None,
             "compute": None if self.compute is None else np.asarray(self.compute, dtype=float),
             "bandwidth": np.asarray(self.bandwidth, dtype=float),
@@ -107,12 +119,29 @@ class SweepSpec:
     @property
     def point_dims(self) -> tuple[str, ...]:
         """Dimensions of per-point variables, in store order."""
-        return tuple(self.coords())
+        return tuple(d for d in self.coords() if d not in CAPACITY_DIMS)
 
     @property
     def table_dims(self) -> tuple[str, ...]:
         """Dimensions of per-table variables."""
         return TABLE_DIMS
+
+    def dims_of(self, kind: str) -> tuple[str, ...]:
+        """Dimensions of a variable of ``kind``: ``point``, ``table``, ``memory`` (a table's memory,
+        per recomputation mode) or ``fits`` (memory, per capacity)."""
+        memory = TABLE_DIMS + (("recompute",) if self.recompute is not None else ())
+        return {
+            "point": self.point_dims,
+            "table": TABLE_DIMS,
+            "memory": memory,
+            "fits": memory + CAPACITY_DIMS,
+        }[kind]
+
+    def models(self) -> dict[str, ModelConfig]:
+        """The model of each recomputation mode of the sweep (the model alone without a ``recompute`` axis)."""
+        if self.recompute is None:
+            return {self.model.recompute: self.model}
+        return {mode: replace(self.model, recompute=mode) for mode in self.recompute}
 
     def shape(self, dims: Sequence[str]) -> tuple[int, ...]:
         """Lengths of ``dims`` (an absent dimension has length 1)."""
@@ -218,6 +247,8 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         dtype=dtype,
         chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1),
         method=engine.get("method", "auto"),
+        recompute=_recompute_axis(cfg.get("recompute"), system),
+        memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
     )
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
@@ -229,6 +260,22 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
 
     check_method(spec.method)
     return spec
+
+
+def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
+    """The ``recompute`` dimension's modes (None: no dimension), checked."""
+    if value is None:
+        return None
+    modes = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    for mode in modes:
+        if mode not in RECOMPUTE_MODES:
+            raise ValueError(f"recompute: must be one of {', '.join(RECOMPUTE_MODES)} (or a list of them), got {mode!r}")
+    if system.memory_capacity is not None:
+        raise ValueError(
+            "system.memory_capacity: with a recompute dimension give the caps as the sweep's "
+            "memory_capacity list (a dimension and the variable fits) instead"
+        )
+    return modes
 
 
 def _container(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:

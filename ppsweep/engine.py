@@ -1,4 +1,4 @@
-"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (SPEC section 4).
+"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (docs/contract.md §4).
 
 ``simulate(table, costs, mode)`` runs every point of a broadcast grid of :class:`~ppsweep.engine_costs.Costs`
 at once (``simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode, ...)`` builds the costs from
@@ -42,7 +42,7 @@ from ppsweep import envelope as _envelope
 from ppsweep.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.compiled import CompiledTable, ScanShape, bucket, compiled_for
 from ppsweep.engine_costs import Costs
-from ppsweep.program import Program
+from ppsweep.program import Program, n_duration_rows
 from ppsweep.table import ScheduleTable
 
 __all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "simulate", "simulate_costs"]
@@ -106,6 +106,7 @@ def simulate(
     t_w: Any = None,
     grad_bytes: Any = 0.0,
     t_opt: Any = 0.0,
+    fb_overlap: Any = 0.0,
     dtype: Any = np.float64,
     chunk: int = DEFAULT_CHUNK,
     method: str = "auto",
@@ -130,10 +131,12 @@ def simulate(
       alpha: message latency, s (>= 0).
       beta: bandwidth, bytes/s (> 0; ``inf`` for free transfers).
       msg_bytes: bytes of one point-to-point message (>= 0).
-      mode: one of :data:`MODES` (SPEC section 4).
+      mode: one of :data:`MODES` (docs/contract.md §4).
       t_i, t_w: input- and weight-gradient seconds where the backward is split (default ``t_b/2``).
       grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
       t_opt: optimizer update seconds per worker (0: none).
+      fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
+        a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
       dtype, chunk, method, finish, cap: as in :func:`simulate_costs`.
 
     Returns:
@@ -142,13 +145,14 @@ def simulate(
     if isinstance(t_f, Costs):
         loose = {"alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_i": t_i, "t_w": t_w}
         given = [k for k, v in loose.items() if v is not None]
-        if given or not (np.ndim(grad_bytes) == 0 and grad_bytes == 0.0 and np.ndim(t_opt) == 0 and t_opt == 0.0):
-            raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt']}")
+        if given or not all(np.ndim(v) == 0 and v == 0.0 for v in (grad_bytes, t_opt, fb_overlap)):
+            raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt/fb_overlap']}")
         return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, method=method,
                               finish=finish, cap=cap)
     check_mode(mode)
     check_method(method)
-    costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt)
+    costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
+                     fb_overlap=fb_overlap)
     return simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
 
 
@@ -185,7 +189,7 @@ def simulate_costs(
         raise ValueError(f"engine.chunk: must be an integer >= 1 (points per scan tile), got {chunk!r}")
     dtype = np.dtype(dtype)
     costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
-                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt)
+                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
     with jax.enable_x64(True):
@@ -222,7 +226,7 @@ def _simulate_scan(
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
-    counts = np.bincount(program.compute_rows, minlength=4 * program.n_stages).astype(float)
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     for lo in range(0, n, HOST_BATCH):
         hi = min(lo + HOST_BATCH, n)
         flat = costs.at(np.unravel_index(index[lo:hi], batch or (1,)), program.n_stages)  # a single point: (1,)

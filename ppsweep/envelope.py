@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppsweep.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
-from ppsweep.program import Program
+from ppsweep.program import Program, n_duration_rows
 from ppsweep.table import ScheduleTable
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
@@ -66,7 +66,7 @@ _SAME = 1e-14
 #: Largest feature (elements) compared with another for proportionality.
 _MERGE_LIMIT = 1 << 22
 
-_KINDS = ("t_f", "t_b", "t_i", "t_w")
+_KINDS = ("t_f", "t_b", "t_i", "t_w", "t_pf")  # duration row blocks (ppsweep.program.KIND_ROW, PAIR_F)
 
 
 class EnvelopeTooLarge(Exception):
@@ -78,13 +78,13 @@ class EnvelopeTooLarge(Exception):
 
 
 def raw_size(program: Program) -> int:
-    """Raw cost coordinates of a table: ``4·S`` duration rows, ``t_opt``, ``alpha``, wire, all-reduces."""
-    return 4 * program.n_stages + 3 + program.n_sync
+    """Raw cost coordinates of a table: ``5·S + 1`` duration rows, ``t_opt``, ``alpha``, wire, all-reduces."""
+    return n_duration_rows(program.n_stages) + 3 + program.n_sync
 
 
 def raw_index(program: Program) -> dict[str, int]:
     """Positions of ``t_opt``, ``alpha`` and ``wire`` among the raw coordinates (syncs follow)."""
-    base = 4 * program.n_stages
+    base = n_duration_rows(program.n_stages)
     return {"t_opt": base, "alpha": base + 1, "wire": base + 2, "sync": base + 3}
 
 
@@ -140,7 +140,8 @@ def features(
 
     Args:
       program: the compiled table.
-      stage_arrays: ``t_f``, ``t_b``, ``t_i``, ``t_w``, ``grad_bytes``, each ``batch_k + (S or 1,)``.
+      stage_arrays: ``t_f``, ``t_b``, ``t_i``, ``t_w``, ``t_pf`` (a pair's forward part; may be absent where
+        the table has no pair), ``grad_bytes``, each ``batch_k + (S or 1,)``.
       alpha, beta, msg_bytes, t_opt: per-point arrays broadcastable to the point shape.
       ndim: number of axes of the point shape.
 
@@ -337,7 +338,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     J = weights.shape[0]
     idx = raw_index(program)
     p = program.p
-    rows = weights[:, : 4 * program.n_stages].T  # (4S, J) duration of each row
+    rows = weights[:, : n_duration_rows(program.n_stages)].T  # (5S+1, J) duration of each row (the last is 0)
     t_opt = weights[:, idx["t_opt"]]
     wire = weights[:, idx["wire"]]
     msg = message_time(weights[:, idx["alpha"]], wire)
@@ -393,7 +394,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         held_syncs = [sync_end[k] for k in range(program.n_sync) if w in program.sync_holders[k]]
         ends.append(alg.join(finish[w], *held_syncs) + t_opt)
     t_sim = alg.join(*ends, *sync_end.values())
-    counts = np.bincount(program.compute_rows, minlength=4 * program.n_stages).astype(float)
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     return Envelope(
         t_sim=t_sim,
         finish=tuple(finish),

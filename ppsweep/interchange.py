@@ -3,9 +3,12 @@
 PyTorch writes a pipeline schedule as a CSV file with one row per rank and one cell per step;
 a cell holds one action as ``<stage><type><microbatch>`` (``0F3`` = stage 0, forward,
 microbatch 3; ``B`` = full backward, ``I`` = input gradient, ``W`` = weight gradient) and an
-empty cell is an idle step. The file has no header row; leading and trailing blanks around a
-cell are ignored. Only the compute actions F, B, I and W are supported here (PyTorch's
-communication and resharding actions such as ``SEND_F`` or ``UNSHARD`` are rejected).
+empty cell is an idle step. An overlapped pair is written as PyTorch prints it,
+``(0F3;3B1)OVERLAP_F_B`` (forward of stage 0, microbatch 3 with the full backward of stage 3,
+microbatch 1). The file has no header row; leading and trailing blanks around a
+cell are ignored. Only the compute actions F, B, I, W and the pair are supported here (PyTorch's
+communication and resharding actions such as ``SEND_F`` or ``UNSHARD`` are rejected). A file may
+mix full and split backwards (PyTorch's DualPipeV does), each microbatch-stage one or the other.
 
 :func:`write_csv` writes a table's rows (worker ``w`` → rank ``w``, one column per slot);
 :func:`read_csv` reads such a file back into a validated :class:`~ppsweep.table.ScheduleTable`,
@@ -23,7 +26,7 @@ from typing import IO, Union
 
 import numpy as np
 
-from ppsweep.ops import KIND_LETTER, LETTER_KIND, Kind, Op, dependencies
+from ppsweep.ops import KIND_LETTER, LETTER_KIND, Kind, Op, dependencies, halves, pair
 from ppsweep.schedules.base import ScheduleOrder
 from ppsweep.table import OrderDeadlockError, ScheduleTable, realize
 from ppsweep.validate import InvalidTableError, validate_table
@@ -32,7 +35,8 @@ PathOrFile = Union[str, os.PathLike, IO[str]]
 
 #: One cell: stage index, computation type, microbatch index (all required).
 _CELL = re.compile(r"(\d+)([FBIW])(\d+)")
-_ACCEPTED = "<stage><F|B|I|W><microbatch> (e.g. 0F3)"
+_PAIR = re.compile(r"\((\d+F\d+);(\d+B\d+)\)OVERLAP_F_B")
+_ACCEPTED = "<stage><F|B|I|W><microbatch> (e.g. 0F3) or (<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B"
 
 
 class CsvTableError(ValueError):
@@ -40,7 +44,9 @@ class CsvTableError(ValueError):
 
 
 def op_to_cell(op: Op) -> str:
-    """PyTorch's action string of ``op``: ``<stage><kind letter><microbatch>``, e.g. ``0F3``."""
+    """PyTorch's action string of ``op``: ``<stage><kind letter><microbatch>``, e.g. ``0F3``; a pair ``(0F3;3B1)OVERLAP_F_B``."""
+    if op.kind == Kind.FB:
+        return "(" + ";".join(op_to_cell(half) for half in halves(op)) + ")OVERLAP_F_B"
     return f"{op.stage}{KIND_LETTER[op.kind]}{op.micro}"
 
 
@@ -53,6 +59,9 @@ def cell_to_op(text: str) -> Op | None:
     text = text.strip()
     if not text:
         return None
+    both = _PAIR.fullmatch(text)
+    if both is not None:
+        return pair(cell_to_op(both.group(1)), cell_to_op(both.group(2)))
     match = _CELL.fullmatch(text)
     if match is None:
         raise ValueError(f"cell {text!r} is not {_ACCEPTED}")
@@ -128,10 +137,7 @@ def read_csv(
       CsvTableError: one line naming the row, column and cell (or the missing operation)
         and what is accepted; also for deadlocking orders and tables that fail validation.
     """
-    rows = _read_rows(path_or_file)
-    orders, where = _parse_rows(rows)
-    order = _infer_order(name, orders, where)
-    _check_runs(order, where)
+    order = read_csv_order(path_or_file, name=name)
     try:
         table = realize(order, f_slots, b_slots)
         validate_table(table)
@@ -140,6 +146,45 @@ def read_csv(
     except ValueError as exc:  # bad f_slots / b_slots
         raise CsvTableError(_one_line(str(exc))) from exc
     return table
+
+
+def read_csv_order(path_or_file: PathOrFile, *, name: str = "csv") -> ScheduleOrder:
+    """The per-worker order of a PyTorch pipeline CSV, with its inferred layout (see :func:`read_csv`).
+
+    Raises:
+      CsvTableError: as :func:`read_csv`, except that the order is not yet realized or validated.
+    """
+    orders, where = _parse_rows(_read_rows(path_or_file))
+    order = _infer_order(name, orders, where)
+    _check_runs(order, where)
+    return order
+
+
+def infer_order(orders: list[list[Op]], *, name: str = "custom") -> ScheduleOrder:
+    """A :class:`ScheduleOrder` from per-worker operation lists, the layout inferred as for a CSV file.
+
+    Args:
+      orders: ``orders[w]`` is worker ``w``'s operations in order (pairs allowed).
+      name: the schedule's name.
+
+    Returns:
+      The order (placement, replicas and split backward inferred; stages of equal size).
+
+    Raises:
+      CsvTableError: naming the first problem; "row r, column c" is worker ``r``, position ``c``.
+    """
+    where: dict[Op, tuple[int, int]] = {}
+    for r, row in enumerate(orders):
+        for c, op in enumerate(row):
+            for half in halves(op):
+                if half in where:
+                    raise CsvTableError(f"row {r}, column {c}: {half} appears a second time (first at {where[half]})")
+                where[half] = (r, c)
+    if not where:
+        raise CsvTableError("the schedule has no operations")
+    order = _infer_order(name, [list(row) for row in orders], where)
+    _check_runs(order, where)
+    return order
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -174,13 +219,14 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[list[Op]], dict[Op, tuple[i
                 raise CsvTableError(f"row {r}, column {c}: {exc}") from None
             if op is None:
                 continue
-            if op in where:
-                r0, c0 = where[op]
-                raise CsvTableError(
-                    f"row {r}, column {c}: cell {text.strip()!r} appears a second time "
-                    f"(first at row {r0}, column {c0}); each operation must appear exactly once"
-                )
-            where[op] = (r, c)
+            for half in halves(op):  # a pair is found under each of its halves
+                if half in where:
+                    r0, c0 = where[half]
+                    raise CsvTableError(
+                        f"row {r}, column {c}: cell {text.strip()!r} appears a second time "
+                        f"(first at row {r0}, column {c0}); each operation must appear exactly once"
+                    )
+                where[half] = (r, c)
             order.append(op)
         orders.append(order)
     if not where:
@@ -202,15 +248,14 @@ def _first_missing(present: set[int]) -> int | None:
 
 def _infer_order(name: str, orders: list[list[Op]], where: dict[Op, tuple[int, int]]) -> ScheduleOrder:
     ops = list(where)
-    kinds = {op.kind for op in ops}
-    split = bool(kinds & {Kind.I, Kind.W})
-    if split and Kind.B in kinds:
-        full = min((op for op in ops if op.kind == Kind.B), key=lambda op: where[op])
-        other = min((op for op in ops if op.kind in (Kind.I, Kind.W)), key=lambda op: where[op])
-        raise CsvTableError(
-            f"{_at(where, full)} is a full backward (B) but {_at(where, other)} splits the backward; "
-            "use either B or I and W throughout"
-        )
+    split_at = {(op.micro, op.stage) for op in ops if op.kind in (Kind.I, Kind.W)}
+    for op in sorted((op for op in ops if op.kind == Kind.B), key=lambda op: where[op]):
+        if (op.micro, op.stage) in split_at:
+            other = next(o for o in ops if o.kind in (Kind.I, Kind.W) and (o.micro, o.stage) == (op.micro, op.stage))
+            raise CsvTableError(
+                f"{_at(where, op)} is a full backward (B) but {_at(where, other)} splits the same "
+                "microbatch-stage; use either B or I and W for each"
+            )
     micros = {op.micro for op in ops}
     stages = {op.stage for op in ops}
     missing = _first_missing(micros)
@@ -226,6 +271,9 @@ def _infer_order(name: str, orders: list[list[Op]], where: dict[Op, tuple[int, i
             "stages must be numbered 0 … S-1"
         )
     m, n_stages = max(micros) + 1, max(stages) + 1
+    split: bool | frozenset[tuple[int, int]] = bool(split_at)
+    if split_at and len(split_at) < m * n_stages and any(op.kind == Kind.B for op in ops):
+        split = frozenset(split_at)  # mixed: full and split backwards
 
     # The worker of every (microbatch, stage): all its operations must sit in one row.
     home: dict[tuple[int, int], Op] = {}
@@ -240,9 +288,9 @@ def _infer_order(name: str, orders: list[list[Op]], where: dict[Op, tuple[int, i
                 f"{op.stage} of microbatch {op.micro} on rank {where[first][0]}; all operations "
                 "of one microbatch at one stage must be in the same row"
             )
-    needed = (Kind.F, Kind.I, Kind.W) if split else (Kind.F, Kind.B)
     for j in range(m):
         for s in range(n_stages):
+            needed = (Kind.F, Kind.I, Kind.W) if (j, s) in split_at else (Kind.F, Kind.B)
             if (j, s) not in home:
                 raise CsvTableError(
                     f"microbatch {j} has no cell at stage {s} in any row (e.g. {op_to_cell(Op(Kind.F, j, s))!r}); "
@@ -290,15 +338,15 @@ def _check_runs(order: ScheduleOrder, where: dict[Op, tuple[int, int]]) -> None:
                 op = row[cursor[w]]
                 if any(dep not in done for dep in dependencies(op, order.n_stages, order.split_backward)):
                     break
-                done.add(op)
+                done.update(halves(op))
                 cursor[w] += 1
                 progressed = True
     stuck = [row[cursor[w]] for w, row in enumerate(order.orders) if cursor[w] < len(row)]
     if stuck:
-        op = min(stuck, key=lambda op: where[op])
+        op = min(stuck, key=lambda op: where[halves(op)[0]])
         dep = next(d for d in dependencies(op, order.n_stages, order.split_backward) if d not in done)
         raise CsvTableError(
-            f"{_at(where, op)} can never run: the rows deadlock (its input {op_to_cell(dep)!r} at "
+            f"{_at(where, halves(op)[0])} can never run: the rows deadlock (its input {op_to_cell(dep)!r} at "
             f"row {where[dep][0]}, column {where[dep][1]} is never reached); "
             "each row must be an order in which every input runs first"
         )
@@ -308,4 +356,4 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-__all__ = ["CsvTableError", "cell_to_op", "op_to_cell", "read_csv", "table_rows", "write_csv"]
+__all__ = ["CsvTableError", "cell_to_op", "infer_order", "op_to_cell", "read_csv", "read_csv_order", "table_rows", "write_csv"]

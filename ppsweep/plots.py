@@ -10,7 +10,9 @@ Store figures (:func:`write_figures`, used by ``python -m ppsweep.analyze``):
   middle and highest bandwidth of the grid (middle latency; first ``comm`` / ``compute``).
 - ``bubble_by_abstraction.png`` — per schedule against ``m``: closed-form bubble, table bubble,
   and the simulated idle fraction (median over the unit's network points, bar from min to max).
-- ``memory.png`` — bottleneck worker's peak memory per schedule (persistent and activations).
+- ``memory.png`` — bottleneck worker's peak memory per schedule (persistent, and persistent plus
+  peak activations), log scale, with the caveat that activations are counted without
+  recomputation and no memory cap applies unless the system sets one.
 
 Schedule pictures: :func:`plot_table_gantt` (idealized table, unit slots) and
 :func:`plot_step_gantt` (a simulated step from :mod:`ppsweep.trace`'s event record: each worker
@@ -22,6 +24,8 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +35,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ppsweep.analysis.load import inner_dims, iter_units, schedules
+from ppsweep.analysis.load import inner_dims, masked, schedules, whole_along
 from ppsweep.analysis.ranks import winner_label
+from ppsweep.display import byte_unit, message_lanes, time_unit
 from ppsweep.ops import KIND_LETTER, Kind
 
 #: Colours of operation kinds and other events in Gantt charts.
@@ -104,6 +109,28 @@ def _combo_text(dataset: xr.Dataset, combo: dict[str, int], sep: str = " ") -> s
     return sep.join(f"{d}={_value_text(dataset[d].values[k])}" for d, k in combo.items())
 
 
+def category_panel(ax, x_edges: np.ndarray, y_edges: np.ndarray, codes: np.ndarray, index: dict[int, int], cmap, hatch: np.ndarray) -> None:
+    """One panel of a category map: cell ``(y, x)`` coloured by ``index[codes[y, x]]``, hatched where ``hatch``.
+
+    Args:
+      ax: the axes.
+      x_edges, y_edges: cell edges.
+      codes: ``(len(y), len(x))`` category codes; codes missing from ``index`` stay blank.
+      index: code -> colour index into ``cmap``.
+      cmap: a ListedColormap with one colour per index.
+      hatch: boolean ``(len(y), len(x))``.
+    """
+    grid = np.full(codes.shape, np.nan)
+    for code, k in index.items():
+        grid[codes == code] = k
+    ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=max(cmap.N, 1) - 0.5, shading="flat")
+    if hatch.any():
+        ax.pcolor(
+            x_edges, y_edges, np.ma.masked_where(~hatch, hatch.astype(float)),
+            cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
+        )
+
+
 def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.PathLike, max_files: int = 12) -> list[Path]:
     """Winner maps over bandwidth × latency, one panel per ``(p, m)``, one file per extra-axis value.
 
@@ -140,16 +167,7 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
         for i in range(P):
             for j in range(M):
                 ax = axes[i, j]
-                grid = np.full(codes[i, j].shape, np.nan)
-                for code, k in index.items():
-                    grid[codes[i, j] == code] = k
-                ax.pcolormesh(bw_edges, lat_edges, np.ma.masked_invalid(grid).T, cmap=cmap, vmin=-0.5, vmax=max(len(colors), 1) - 0.5, shading="flat")
-                flip = np.asarray(flips.values[i, j]) == 1
-                if flip.any():
-                    ax.pcolor(
-                        bw_edges, lat_edges, np.ma.masked_where(~flip, flip.astype(float)).T,
-                        cmap=ListedColormap([(0, 0, 0, 0)]), hatch="//", edgecolors="black", linewidth=0,
-                    )
+                category_panel(ax, bw_edges, lat_edges, codes[i, j].T, index, cmap, np.asarray(flips.values[i, j]).T == 1)
                 if bw_log:
                     ax.set_xscale("log")
                 if lat_log:
@@ -170,10 +188,24 @@ def plot_winner_maps(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.
 
 
 def _masked_table(dataset: xr.Dataset, name: str) -> np.ndarray:
-    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done."""
-    values = np.asarray(dataset[name].values, dtype=float)
+    """A table-level variable ``(schedule, p, m)``, NaN where invalid or not done (first value of any other dimension, e.g. ``recompute``)."""
+    values = np.asarray(dataset[name].isel({d: 0 for d in dataset[name].dims if d not in ("schedule", "p", "m")}).values, dtype=float)
     ok = np.asarray(dataset["valid"].values, dtype=bool) & np.asarray(dataset["done"].values, dtype=bool)[None]
     return np.where(ok, values, np.nan)
+
+
+def _log_axis_plain(axis) -> None:
+    """A log scale labelled with plain numbers (``50``, ``60``, not ``5×10¹``), minor ticks too when the
+    axis spans less than about a decade."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return f"{x:.4g}"
+
+    axis.axes.set_yscale("log") if axis.axis_name == "y" else axis.axes.set_xscale("log")
+    axis.set_major_formatter(Plain(labelOnlyBase=False))
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def plot_t_sim_vs_m(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
@@ -191,20 +223,21 @@ def plot_t_sim_vs_m(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     by_m = np.argsort(dataset["m"].values, kind="stable")
     m = dataset["m"].values[by_m]
     values = values[:, :, by_m]
+    size, unit = time_unit(values)
     fig = _figure(3.4 * len(bw_index) + 1.6, 2.4 * P + 0.8)
     axes = fig.subplots(P, len(bw_index), squeeze=False, sharex=True)
     for i in range(P):
         for c, b in enumerate(bw_index):
             ax = axes[i, c]
             for k, name in enumerate(names):
-                ax.plot(m, values[k, i, :, c] * 1e3, marker="o", ms=3, color=_schedule_color(k), label=name)
+                ax.plot(m, values[k, i, :, c] / size, marker="o", ms=3, color=_schedule_color(k), label=name)
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
+            _log_axis_plain(ax.yaxis)
             ax.set_title(f"p={int(dataset['p'].values[i])}, {dataset['bandwidth'].values[b]:.3g} B/s", fontsize=9)
             if i == P - 1:
                 ax.set_xlabel("microbatches m")
             if c == 0:
-                ax.set_ylabel("t_sim (ms)")
+                ax.set_ylabel(f"t_sim ({unit})")
     handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
     extra = _combo_text(dataset, select)
@@ -218,12 +251,11 @@ def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     S, P, M = dataset.sizes["schedule"], dataset.sizes["p"], dataset.sizes["m"]
     formula = _masked_table(dataset, "bubble_formula")
     table = _masked_table(dataset, "bubble_table")
-    idle = np.full((3, S, P, M), np.nan)  # min, median, max over the unit's points
-    for unit in iter_units(dataset, ("idle_sim",)):
-        v = unit.values["idle_sim"].reshape(S, -1)
-        ok = ~np.all(np.isnan(v), axis=1)
-        if ok.any():
-            idle[:, ok, unit.i, unit.j] = np.nanquantile(v[ok], [0.0, 0.5, 1.0], axis=1)
+    inner = list(inner_dims(dataset))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: a schedule invalid in a unit
+        quantiles = whole_along(masked(dataset, "idle_sim"), inner).quantile([0.0, 0.5, 1.0], dim=inner, skipna=True)
+        idle = np.asarray(quantiles.transpose("quantile", "schedule", "p", "m").values)  # min, median, max over the unit's points
     by_m = np.argsort(dataset["m"].values, kind="stable")
     m = dataset["m"].values[by_m]
     formula, table, idle = formula[..., by_m], table[..., by_m], idle[..., by_m]
@@ -257,30 +289,50 @@ def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     return _save(fig, Path(out_dir) / "bubble_by_abstraction.png")
 
 
+#: The caveat printed under the memory figure.
+MEMORY_CAVEAT = (
+    "Activations as the cost model counts them: every stored microbatch-stage, with the model's recomputation (none by default), no offloading; "
+    "without system.memory_capacity no point is marked invalid, so schedules that store all m microbatches "
+    "(GPipe) can need more than any device has. Log scale."
+)
+
+
 def plot_memory(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
-    """Bottleneck worker's peak memory per schedule: persistent (solid) plus activations (light), per ``(p, m)``."""
+    """Bottleneck worker's peak memory per schedule and ``(p, m)``, on a log scale.
+
+    Each schedule has two bars side by side: persistent memory (parameters, gradients, optimizer
+    state; solid) and the peak, persistent plus peak activations (light), so that both stay
+    visible when the activations are orders of magnitude larger. Unit by magnitude; the caveat
+    :data:`MEMORY_CAVEAT` is printed under the figure.
+    """
     names = schedules(dataset)
     S, P, M = dataset.sizes["schedule"], dataset.sizes["p"], dataset.sizes["m"]
-    persistent = _masked_table(dataset, "persistent_bytes") / 1e9
-    activations = _masked_table(dataset, "peak_activation_bytes") / 1e9
-    fig = _figure(max(4.0, 0.6 * S * M) + 1.6, 2.6 * P + 0.6)
+    persistent = _masked_table(dataset, "persistent_bytes")
+    peak = persistent + _masked_table(dataset, "peak_activation_bytes")
+    size, unit = byte_unit(peak)
+    persistent, peak = persistent / size, peak / size
+    fig = _figure(max(5.0, 0.8 * S * M) + 1.6, 2.6 * P + 1.0)
     axes = fig.subplots(P, 1, squeeze=False)[:, 0]
-    width = 0.8 / S
+    group = 0.8 / S  # each schedule's pair of bars
     x = np.arange(M)
     for i in range(P):
         ax = axes[i]
         for k in range(S):
-            pos = x - 0.4 + width * (k + 0.5)
+            left = x - 0.4 + group * k
             color = _schedule_color(k)
-            ax.bar(pos, persistent[k, i], width, color=color)
-            ax.bar(pos, activations[k, i], width, bottom=persistent[k, i], color=color, alpha=0.4)
+            ax.bar(left + group * 0.25, persistent[k, i], group * 0.45, color=color)
+            ax.bar(left + group * 0.7, peak[k, i], group * 0.45, color=color, alpha=0.4)
         ax.set_xticks(x, [f"m={int(v)}" for v in dataset["m"].values])
-        ax.set_ylabel("GB")
+        _log_axis_plain(ax.yaxis)
+        ax.set_ylabel(unit)
         ax.set_title(f"p={int(dataset['p'].values[i])}", fontsize=9)
     handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
-    handles += [Patch(facecolor="grey", label="persistent"), Patch(facecolor="grey", alpha=0.4, label="+ peak activations")]
+    handles += [Patch(facecolor="grey", label="persistent"), Patch(facecolor="grey", alpha=0.4, label="peak (persistent + activations)")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-    fig.suptitle("Peak memory of the bottleneck worker", fontsize=10)
+    extra = {d: 0 for d in dataset["persistent_bytes"].dims if d not in ("schedule", "p", "m")}
+    fig.suptitle("Peak memory of the bottleneck worker" + (f", {_combo_text(dataset, extra)}" if extra else ""), fontsize=10)
+    fig.text(0.01, 0.005, textwrap.fill(MEMORY_CAVEAT, 150), fontsize=7, va="bottom", ha="left", color="#444444")
+    fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
     return _save(fig, Path(out_dir) / "memory.png")
 
 
@@ -328,12 +380,13 @@ def plot_step_gantt(record, path: str | os.PathLike, title: str | None = None) -
 
     Each worker has a compute lane (operations by kind, optimizer updates, idle time hatched)
     and below it a communication lane (its outgoing messages from send to arrival, stacked
-    where several are in flight, and its gradient synchronisations). Times in ms.
+    where several are in flight, and its gradient synchronisations). Times in the unit of the
+    step's magnitude (:func:`ppsweep.display.time_unit`).
     """
-    from ppsweep.trace import message_lanes
-
     p = record.p
-    t_end = record.t_sim * 1e3
+    size, unit = time_unit(record.t_sim)
+    scale = 1.0 / size  # seconds to the unit of the step's magnitude
+    t_end = record.t_sim * scale
     lanes = message_lanes(record)
     depth = [1] * p
     for msg, lane in zip(record.messages, lanes):
@@ -343,24 +396,24 @@ def plot_step_gantt(record, path: str | os.PathLike, title: str | None = None) -
     ax.barh([2 * w for w in range(p)], t_end, left=0, height=0.8, color=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", linewidth=0)
     label_min = t_end / 60
     for ev in record.ops:
-        width = (ev.end - ev.start) * 1e3
-        ax.barh(2 * ev.worker, width, left=ev.start * 1e3, height=0.8, color=KIND_COLOR[ev.op.kind], edgecolor="white", linewidth=0.3)
+        width = (ev.end - ev.start) * scale
+        ax.barh(2 * ev.worker, width, left=ev.start * scale, height=0.8, color=KIND_COLOR[ev.op.kind], edgecolor="white", linewidth=0.3)
         if width >= label_min:
-            ax.text((ev.start * 1e3) + width / 2, 2 * ev.worker, _op_label(ev.op), ha="center", va="center", fontsize=5.5, color="white")
+            ax.text((ev.start * scale) + width / 2, 2 * ev.worker, _op_label(ev.op), ha="center", va="center", fontsize=5.5, color="white")
     for ev in record.updates:
-        ax.barh(2 * ev.worker, (ev.end - ev.start) * 1e3, left=ev.start * 1e3, height=0.8, color=UPDATE_COLOR)
+        ax.barh(2 * ev.worker, (ev.end - ev.start) * scale, left=ev.start * scale, height=0.8, color=UPDATE_COLOR)
     for msg, lane in zip(record.messages, lanes):
         h = 0.8 / depth[msg.src]
         y = 2 * msg.src + 1 - 0.4 + h * (lane + 0.5)
-        ax.barh(y, (msg.arrive - msg.send) * 1e3, left=msg.send * 1e3, height=h * 0.9, color=MESSAGE_COLOR, alpha=0.8, linewidth=0)
+        ax.barh(y, (msg.arrive - msg.send) * scale, left=msg.send * scale, height=h * 0.9, color=MESSAGE_COLOR, alpha=0.8, linewidth=0)
     for ev in record.syncs:
         for w in ev.holders:
-            ax.barh(2 * w + 1, (ev.end - ev.start) * 1e3, left=ev.start * 1e3, height=0.8, color=SYNC_COLOR, alpha=0.8)
+            ax.barh(2 * w + 1, (ev.end - ev.start) * scale, left=ev.start * scale, height=0.8, color=SYNC_COLOR, alpha=0.8)
     ticks = [y for w in range(p) for y in (2 * w, 2 * w + 1)]
     ax.set_yticks(ticks, [t for w in range(p) for t in (f"w{w} compute", f"w{w} send")], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, t_end)
-    ax.set_xlabel("time (ms)")
+    ax.set_xlabel(f"time ({unit})")
     kinds = sorted({ev.op.kind for ev in record.ops})
     handles = [Patch(facecolor=KIND_COLOR[k], label=KIND_LETTER[k]) for k in kinds]
     handles.append(Patch(facecolor=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", label="idle"))
@@ -373,7 +426,7 @@ def plot_step_gantt(record, path: str | os.PathLike, title: str | None = None) -
     compute = sum(ev.end - ev.start for ev in record.ops) + sum(ev.end - ev.start for ev in record.updates)
     idle = 1 - compute / (p * record.t_sim) if record.t_sim > 0 else float("nan")
     head = title or f"simulated step ({record.mode})"
-    ax.set_title(f"{head}: t_sim {t_end:.4g} ms, idle {idle:.1%}", fontsize=9)
+    ax.set_title(f"{head}: t_sim {t_end:.4g} {unit}, idle {idle:.1%}", fontsize=9)
     return _save(fig, path)
 
 

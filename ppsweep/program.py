@@ -1,4 +1,4 @@
-"""Compile a schedule table into the static index arrays the engine scans (SPEC section 4).
+"""Compile a schedule table into the static index arrays the engine scans (docs/contract.md §4).
 
 Everything here depends on the table alone, never on the swept costs, so it is computed once
 per table and shared by every point that uses it.
@@ -10,6 +10,15 @@ step with one lane per worker. Inputs produced on the same worker are implied by
 order; only cross-worker inputs travel, as messages, through a small set of **registers**: a
 message's arrival time lives in a register from the wave that sends it to the last wave that
 reads it, and registers are reused (interval colouring), so the carried state stays small.
+
+**Overlapped pairs F&B** are lowered into four steps of the pair's worker, in four sub-waves of
+the pair's start slot (waves are ordered by ``(slot, sub-wave)``): a zero-length step that reads
+the forward half's input, one that reads the backward half's input and runs the forward part
+(``(1 - fb_overlap)·t_f``, duration row ``PAIR_F``), one that runs the backward half and sends the
+first output, and a zero-length one that sends the second (outputs in destination-worker order,
+as the reference sends them). The pair thus starts when both inputs have arrived, lasts
+``(1 - fb_overlap)·t_f + t_b`` and sends both outputs at its end; in ``blocking`` the second
+message leaves when the first arrives. Scan and envelope need nothing else.
 """
 
 from __future__ import annotations
@@ -18,11 +27,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op, dependencies
+from ppsweep.ops import Kind, Op, dependencies, frees_activation, halves
 from ppsweep.table import PlacedOp, ScheduleTable
 
-#: Order of the per-kind rows of the duration table: row = KIND_ROW[kind] * S + stage.
+#: Order of the per-kind rows of the duration table: row = KIND_ROW[kind] * S + stage. Row block
+#: 4 is the forward part of an overlapped pair (``PAIR_F``); one last row, ``5·S``, is always 0.
 KIND_ROW = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
+PAIR_F = 4
+
+
+def n_duration_rows(n_stages: int) -> int:
+    """Rows of the duration table: F, B, I, W and the pair's forward part per stage, then a zero row."""
+    return 5 * n_stages + 1
+
+
+def zero_row(n_stages: int) -> int:
+    """The duration row that is always 0 (the zero-length steps of a pair)."""
+    return 5 * n_stages
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,7 +56,7 @@ class Program:
       p: workers (lanes).
       n_stages: stages on a microbatch's path (durations are looked up per kind and stage).
       active: bool, the worker starts an operation in this wave.
-      cost_row: row of the ``(4·S, N)`` duration table for that operation.
+      cost_row: row of the ``(5·S + 1, N)`` duration table for that operation (:func:`n_duration_rows`).
       dep_reg: register holding its cross-worker input's arrival (``zero_reg`` if none).
       out_reg: register its outgoing message's arrival goes to (``trash_reg`` if it sends none).
       link: directed link its message uses (``trash_link`` if it sends none).
@@ -48,8 +69,11 @@ class Program:
       sync_ring_links: ``(n_sync, H)`` link of each ring hop (holder i to holder i+1), -1 padded.
       sync_order: synchronisations in the order they take their links (``contention``): the order
         the idealized table makes them ready (end slot of their last backward), ties by stage.
-      n_ops: operations in the table.
-      compute_rows: ``(n_ops,)`` duration row of every operation (for total compute time).
+      n_ops: operations in the table (a pair counts once).
+      compute_rows: duration row of every step (an operation, or a pair's four steps), for the
+        total compute time.
+      lane_end: ``(n_waves, p)`` slot where each lane's operation (a pair: the whole pair) ends in
+        the table, the order in which the table sends messages (``ports``).
     """
 
     p: int
@@ -68,6 +92,7 @@ class Program:
     sync_order: np.ndarray
     n_ops: int
     compute_rows: np.ndarray
+    lane_end: np.ndarray
 
     @property
     def n_waves(self) -> int:
@@ -147,6 +172,49 @@ def program_for(table: ScheduleTable) -> Program:
     return compiled_for(table).program
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One lane of one wave: an operation, or one of the four steps of a pair (module docstring)."""
+
+    key: tuple[int, int]  # (start slot, sub-wave)
+    worker: int
+    end: int  # the slot its operation (the whole pair) ends
+    row: int
+    reads: Op | None = None  # the cross-worker input (an operation or a pair's half) it waits for
+    sends: Op | None = None  # the operation (or half) whose output it sends
+    frees: int | None = None  # the stage whose backward it ends (for synchronisations)
+
+
+def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: int) -> list[_Step]:
+    """The steps of one placed operation: one, or four for a pair.
+
+    Args:
+      item: the operation at its place.
+      remote_deps: its inputs produced on other workers (a pair: the forward half's first).
+      outputs: its results (a pair: halves) that go to other workers, in destination-worker order.
+      n_stages: stages of the table.
+    """
+    op, w, t = item.op, item.worker, item.start
+    if op.kind != Kind.FB:
+        if len(remote_deps) > 1:
+            raise NotImplementedError(f"{op} reads two inputs from other workers; only pairs F&B may")
+        if len(outputs) > 1:
+            raise NotImplementedError(f"{op} sends two outputs")
+        frees = op.stage if frees_activation(op) else None
+        return [_Step((t, 0), w, item.end, cost_row(op, n_stages), remote_deps[0] if remote_deps else None,
+                      outputs[0] if outputs else None, frees)]
+    forward, backward = halves(op)
+    f_deps = [d for d in remote_deps if d in dependencies(forward, n_stages, False)]  # a forward's input
+    b_deps = [d for d in remote_deps if d not in f_deps]
+    zero = zero_row(n_stages)
+    return [
+        _Step((t, 0), w, item.end, zero, f_deps[0] if f_deps else None),
+        _Step((t, 1), w, item.end, PAIR_F * n_stages + forward.stage, b_deps[0] if b_deps else None),
+        _Step((t, 2), w, item.end, cost_row(backward, n_stages), None, outputs[0] if outputs else None, backward.stage),
+        _Step((t, 3), w, item.end, zero, None, outputs[1] if len(outputs) > 1 else None),
+    ]
+
+
 def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
     """Compile ``table`` into a :class:`Program` (see the module docstring); :func:`program_for` caches it.
 
@@ -163,34 +231,44 @@ def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
 
         return compile_program_fast(table)
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
-    where: dict[Op, PlacedOp] = {item.op: item for item in placed}
-    wave_of_slot = {slot: i for i, slot in enumerate(sorted({item.start for item in placed}))}
+    where: dict[Op, PlacedOp] = {half: item for item in placed for half in halves(item.op)}
 
-    # Cross-worker consumers of each operation's output.
+    # Cross-worker consumers of each operation's (or half's) output.
     remote_consumers: dict[Op, list[PlacedOp]] = {}
-    for item in placed:
+    remote_deps: dict[int, list[Op]] = {}
+    for i, item in enumerate(placed):
+        remote_deps[i] = []
         for dep in dependencies(item.op, table.n_stages, table.split_backward):
             if where[dep].worker != item.worker:
                 remote_consumers.setdefault(dep, []).append(item)
+                remote_deps[i].append(dep)
     for op, consumers in remote_consumers.items():
         if len({c.worker for c in consumers}) > 1:
             raise NotImplementedError(f"{op} sends to several workers; the engine sends one message per operation")
 
+    steps: list[_Step] = []
+    for i, item in enumerate(placed):
+        outputs = sorted((h for h in halves(item.op) if h in remote_consumers),
+                         key=lambda h: (remote_consumers[h][0].worker, remote_consumers[h][0].start))
+        steps += _steps(item, remote_deps[i], outputs, table.n_stages)
+    steps.sort(key=lambda step: (step.key, step.worker))
+    wave_of = {key: i for i, key in enumerate(sorted({step.key for step in steps}))}
+
     links: dict[tuple[int, int], int] = {}
-    for item in placed:
-        for consumer in remote_consumers.get(item.op, []):
-            links.setdefault((item.worker, consumer.worker), len(links))
+    for step in steps:
+        if step.sends is not None:
+            links.setdefault((step.worker, remote_consumers[step.sends][0].worker), len(links))
 
     sync_stages, sync_holders, sync_ring = sync_rings(table, links)
     sync_index = {s: k for k, s in enumerate(sync_stages)}
-    freeing = Kind.W if table.split_backward else Kind.B
     ready_slot = {s: 0 for s in sync_stages}
     for item in placed:
-        if item.op.kind == freeing and item.op.stage in ready_slot:
-            ready_slot[item.op.stage] = max(ready_slot[item.op.stage], item.end)
+        for half in halves(item.op):
+            if frees_activation(half) and half.stage in ready_slot:
+                ready_slot[half.stage] = max(ready_slot[half.stage], item.end)
     sync_order = sorted(range(len(sync_stages)), key=lambda k: (ready_slot[sync_stages[k]], sync_stages[k]))
 
-    n_waves, p = len(wave_of_slot), table.p
+    n_waves, p = len(wave_of), table.p
     shape = (n_waves, p)
     active = np.zeros(shape, dtype=bool)
     rows = np.zeros(shape, dtype=np.int64)
@@ -198,21 +276,21 @@ def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
     out_reg = np.full(shape, -1, dtype=np.int64)
     link = np.full(shape, len(links), dtype=np.int64)
     sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
+    lane_end = np.zeros(shape, dtype=np.int64)
 
-    register_of, n_regs = _allocate_registers(placed, remote_consumers, wave_of_slot)
-    for item in placed:
-        lane = (wave_of_slot[item.start], item.worker)
+    register_of, n_regs = _allocate_registers(steps, wave_of)
+    for step in steps:
+        lane = (wave_of[step.key], step.worker)
         active[lane] = True
-        rows[lane] = cost_row(item.op, table.n_stages)
-        for dep in dependencies(item.op, table.n_stages, table.split_backward):
-            if where[dep].worker != item.worker:
-                dep_reg[lane] = register_of[dep]
-        consumers = remote_consumers.get(item.op)
-        if consumers:
-            out_reg[lane] = register_of[item.op]
-            link[lane] = links[(item.worker, consumers[0].worker)]
-        if item.op.kind == freeing and item.op.stage in sync_index:
-            sync_slot[lane] = sync_index[item.op.stage] * p + item.worker
+        rows[lane] = step.row
+        lane_end[lane] = step.end
+        if step.reads is not None:
+            dep_reg[lane] = register_of[step.reads]
+        if step.sends is not None:
+            out_reg[lane] = register_of[step.sends]
+            link[lane] = links[(step.worker, remote_consumers[step.sends][0].worker)]
+        if step.frees in sync_index:
+            sync_slot[lane] = sync_index[step.frees] * p + step.worker
     dep_reg[dep_reg < 0] = n_regs
     out_reg[out_reg < 0] = n_regs + 1
     return Program(
@@ -231,30 +309,31 @@ def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
         sync_ring_links=sync_ring,
         sync_order=np.array(sync_order, dtype=np.int64),
         n_ops=len(placed),
-        compute_rows=np.array([cost_row(item.op, table.n_stages) for item in placed], dtype=np.int64),
+        compute_rows=np.array([step.row for step in steps], dtype=np.int64),
+        lane_end=lane_end,
     )
 
 
-def _allocate_registers(
-    placed: list[PlacedOp], remote_consumers: dict[Op, list[PlacedOp]], wave_of_slot: dict[int, int]
-) -> tuple[dict[Op, int], int]:
+def _allocate_registers(steps: list[_Step], wave_of: dict[tuple[int, int], int]) -> tuple[dict[Op, int], int]:
     """Interval colouring: a message occupies a register from its sending wave to its last reading wave.
 
     Within a wave the engine reads every register before writing any, so a register whose last
     reader is in wave ``t`` can be written again in wave ``t``.
     """
+    last_read: dict[Op, int] = {}
+    for step in steps:
+        if step.reads is not None:
+            last_read[step.reads] = max(last_read.get(step.reads, -1), wave_of[step.key])
     free_after: list[int] = []  # last reading wave of the value each register holds
     register_of: dict[Op, int] = {}
-    for item in placed:  # in wave order
-        consumers = remote_consumers.get(item.op)
-        if not consumers:
+    for step in steps:  # in wave order
+        if step.sends is None:
             continue
-        born = wave_of_slot[item.start]
-        dies = max(wave_of_slot[c.start] for c in consumers)
+        born, dies = wave_of[step.key], last_read[step.sends]
         reg = next((r for r, last in enumerate(free_after) if last <= born), len(free_after))
         if reg == len(free_after):
             free_after.append(dies)
         else:
             free_after[reg] = dies
-        register_of[item.op] = reg
+        register_of[step.sends] = reg
     return register_of, len(free_after)

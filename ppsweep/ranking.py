@@ -1,4 +1,4 @@
-"""Ranks of schedules at each point (SPEC section 5), shared by the sweep and the analysis."""
+"""Ranks of schedules at each point (docs/contract.md §5), shared by the sweep and the analysis."""
 
 from __future__ import annotations
 

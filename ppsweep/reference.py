@@ -1,7 +1,7 @@
-"""Plain, slow reference simulator of communication-aware execution (SPEC section 4).
+"""Plain, slow reference simulator of communication-aware execution (docs/contract.md §4).
 
-This module re-implements the timing rules of SPEC section 4 and of the README section
-"Timing rules chosen where the SPEC is silent" as a step-by-step simulation in plain Python,
+This module re-implements the timing rules of docs/contract.md §4 and of the README section
+"Timing rules chosen where the contract is silent" as a step-by-step simulation in plain Python,
 one point at a time. It shares no code with the vectorized engine (``ppsweep/engine.py``) so
 that tests comparing the two check the rules, not one implementation against itself.
 
@@ -35,8 +35,9 @@ Choices made where the README leaves room:
   order). In ``blocking`` they go one after the other: the first leaves when the operation
   ends, each next one when the previous one arrives, and the worker is busy until the last
   one arrives. In ``overlap`` they all leave when the operation ends; in ``contention`` each
-  queues on its own link. (With the dependencies of SPEC section 2 an operation never has more
-  than one cross-worker consumer, so this only matters for hand-made dependency patterns.)
+  queues on its own link. (With the dependencies of docs/contract.md §2 an operation never has more
+  than one cross-worker consumer; an overlapped pair F&B has one per half, and sends both
+  halves' messages by this rule when it ends.)
 - A message in ``contention`` starts at the later of its producer's end (candidate 1, the data)
   and its link being free (candidate 2, the link).
 - A message in ``ports`` starts at the latest of its producer's end (the data), its sender's
@@ -68,7 +69,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op, dependencies
+from ppsweep.costs import pair_time
+from ppsweep.ops import Kind, Op, dependencies, frees_activation, halves
 from ppsweep.table import ScheduleTable
 
 #: Accepted values of ``mode``.
@@ -255,9 +257,10 @@ def reference_simulate(
     t_w: float | Sequence[float] | None = None,
     grad_bytes: float | Sequence[float] | None = None,
     t_opt: float = 0.0,
+    fb_overlap: float = 0.0,
     record: bool = False,
 ) -> ReferenceResult:
-    """Simulate one step of ``table`` at one point, step by step (SPEC section 4, README rules).
+    """Simulate one step of ``table`` at one point, step by step (docs/contract.md §4, README rules).
 
     Args:
       table: a valid schedule table (any placement, replicas, stages per worker, split backward).
@@ -271,6 +274,8 @@ def reference_simulate(
       grad_bytes: gradient bytes of each stage, for the synchronisation of replicated stages
         (a number or a length-``S`` sequence); default 0.
       t_opt: optimizer update time per worker, s; 0 (default) means no update.
+      fb_overlap: share of an overlapped pair's forward half hidden under its backward half
+        (:func:`ppsweep.costs.pair_time`); default 0.
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the
         result's ``record``; it changes no other field.
@@ -283,7 +288,7 @@ def reference_simulate(
     """
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
-    point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt)
+    point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap)
     graph = _read_graph(table)
     run = _run_operations(table, graph, point)
     syncs = _synchronise(table, graph, point, run)
@@ -319,15 +324,25 @@ class _Point:
     t_opt: float
     durations: dict[Kind, list[float]]
     grad: list[float]
+    fb_overlap: float = 0.0
+
+    def duration(self, op: Op) -> float:
+        """Compute time of ``op``; an overlapped pair: :func:`ppsweep.costs.pair_time` of its halves."""
+        if op.kind == Kind.FB:
+            return pair_time(self.durations[Kind.F][op.stage], self.durations[Kind.B][op.stage2], self.fb_overlap)
+        return self.durations[op.kind][op.stage]
 
 
-def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt) -> _Point:
+def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap=0.0) -> _Point:
     """Check and expand the costs of one point (errors name the field)."""
     n_stages = int(table.n_stages)
     alpha = _scalar("alpha", alpha)
     beta = _scalar("beta", beta, positive=True, allow_inf=True)
     msg_bytes = _scalar("msg_bytes", msg_bytes)
     t_opt = _scalar("t_opt", t_opt)
+    fb_overlap = _scalar("fb_overlap", fb_overlap)
+    if fb_overlap > 1:
+        raise ValueError(f"fb_overlap: must be in [0, 1], got {fb_overlap!r}")
     t_f_s = _per_stage("t_f", t_f, n_stages)
     t_b_s = _per_stage("t_b", t_b, n_stages)
     t_i_s = _per_stage("t_i", t_i, n_stages) if t_i is not None else [x / 2 for x in t_b_s]
@@ -336,7 +351,7 @@ def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_by
     wire = msg_bytes / beta
     return _Point(
         mode=mode, alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
-        durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s,
+        durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s, fb_overlap=fb_overlap,
     )
 
 
@@ -345,8 +360,8 @@ class _Graph:
     """Who runs what, in which order, and which consumers each operation's messages go to."""
 
     orders: list[list[Op]]
-    where: dict[Op, tuple[int, int]]  # op -> (worker, index in that worker's order)
-    remote_consumers: dict[Op, list[Op]]  # in increasing (destination worker, index) order
+    where: dict[Op, tuple[int, int]]  # op, and each half of a pair -> (worker, index in that worker's order)
+    remote_consumers: dict[Op, list[Op]]  # producer (op or half) -> consumers, in (destination worker, index) order
     ingress_queue: dict[int, list[tuple[Op, Op]]]  # ports: messages into each worker, in table order
 
 
@@ -356,22 +371,25 @@ def _read_graph(table: ScheduleTable) -> _Graph:
     where: dict[Op, tuple[int, int]] = {}
     for w, row in enumerate(orders):
         for k, op in enumerate(row):
-            where[op] = (w, k)
+            for key in (op, *halves(op)):
+                where[key] = (w, k)
     remote_consumers: dict[Op, list[Op]] = {op: [] for op in where}
-    for op, (w, _) in where.items():
-        for dep in dependencies(op, table.n_stages, table.split_backward):
-            if dep not in where:
-                raise ValueError(f"table: {op} needs {dep}, which the table never runs")
-            if where[dep][0] != w:
-                remote_consumers[dep].append(op)
+    for w, row in enumerate(orders):
+        for op in row:
+            for dep in dependencies(op, table.n_stages, table.split_backward):
+                if dep not in where:
+                    raise ValueError(f"table: {op} needs {dep}, which the table never runs")
+                if where[dep][0] != w:
+                    remote_consumers[dep].append(op)
     for consumers in remote_consumers.values():
         consumers.sort(key=lambda c: where[c])
-    # The order the table sends messages: by the slot their producer ends, then starts, then the sender.
-    slots = {item.op: (item.end, item.start) for item in table.placed_ops()}
+    # The order the table sends messages: by the slot their producer ends, then starts, then the
+    # sender; one operation's messages (a pair's: both halves') in destination order.
     ingress_queue: dict[int, list[tuple[Op, Op]]] = {w: [] for w in range(table.p)}
-    for op in sorted(where, key=lambda o: (slots[o], where[o][0])):
-        for consumer in remote_consumers[op]:
-            ingress_queue[where[consumer][0]].append((op, consumer))
+    for item in sorted(table.placed_ops(), key=lambda it: (it.end, it.start, it.worker)):
+        sent = [(h, c) for h in halves(item.op) for c in remote_consumers[h]]
+        for producer, consumer in sorted(sent, key=lambda hc: where[hc[1]]):
+            ingress_queue[where[consumer][0]].append((producer, consumer))
     return _Graph(orders=orders, where=where, remote_consumers=remote_consumers, ingress_queue=ingress_queue)
 
 
@@ -424,11 +442,18 @@ def _can_run(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, op: 
     if any(dep not in run.end for dep in dependencies(op, table.n_stages, table.split_backward)):
         return False
     if point.mode == "ports":
-        for consumer in graph.remote_consumers[op]:
+        taken: dict[int, int] = {}  # messages of this operation already matched at each receiver
+        for producer, consumer in _outgoing(graph, op):
             dst = graph.where[consumer][0]
-            if graph.ingress_queue[dst][run.ingress_next[dst]] != (op, consumer):
+            if graph.ingress_queue[dst][run.ingress_next[dst] + taken.get(dst, 0)] != (producer, consumer):
                 return False
+            taken[dst] = taken.get(dst, 0) + 1
     return True
+
+
+def _outgoing(graph: _Graph, op: Op) -> list[tuple[Op, Op]]:
+    """``(producer, consumer)`` of every message ``op`` sends (a pair: both halves'), in destination order."""
+    return sorted(((h, c) for h in halves(op) for c in graph.remote_consumers[h]), key=lambda hc: graph.where[hc[1]])
 
 
 def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, w: int, op: Op) -> None:
@@ -438,14 +463,15 @@ def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run
     for dep in dependencies(op, table.n_stages, table.split_backward):
         candidates.append(run.end[dep] if graph.where[dep][0] == w else run.arrival[(dep, op)])
     start = _latest(candidates, f"start {op}")
-    duration = point.durations[op.kind][op.stage]
+    duration = point.duration(op)
     run.compute_time += duration
     done = _after(start, duration, f"end {op}", compute=duration)
-    run.end[op] = done
+    for half in halves(op):  # a pair's two outputs exist when it ends
+        run.end[half] = done
     run.op_events.append(OpEvent(w, op, start.time, done.time))
     busy_until = done
-    for consumer in graph.remote_consumers[op]:
-        busy_until = _send(graph, point, run, w, op, consumer, done, busy_until)
+    for producer, consumer in _outgoing(graph, op):
+        busy_until = _send(graph, point, run, w, producer, consumer, done, busy_until)
     run.finish[w] = busy_until
 
 
@@ -487,12 +513,15 @@ class _Syncs:
 def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) -> _Syncs:
     """Synchronise the gradients of every replicated stage (ring all-reduce over its holders), in the
     order the idealized table makes them ready (the slot their last backward ends, ties by stage)."""
-    last_grad = Kind.W if table.split_backward else Kind.B
+
+    def backward_stages(op: Op) -> set[int]:  # stages whose backward (B, or W where split) ``op`` ends
+        return {half.stage for half in halves(op) if frees_activation(half)}
+
     placement = np.asarray(table.placement)
     last_slot = {s: 0 for s in range(table.n_stages)}
     for item in table.placed_ops():
-        if item.op.kind == last_grad:
-            last_slot[item.op.stage] = max(last_slot[item.op.stage], item.end)
+        for s_done in backward_stages(item.op):
+            last_slot[s_done] = max(last_slot[s_done], item.end)
     syncs = _Syncs(end={}, holders={}, events=[])
     for s in sorted(range(table.n_stages), key=lambda s: (last_slot[s], s)):
         holders = sorted({int(w) for w in placement[:, s]})
@@ -502,7 +531,7 @@ def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) 
             continue
         candidates = []
         for w in holders:
-            mine = [op for op in graph.orders[w] if op.kind == last_grad and op.stage == s]
+            mine = [op for op in graph.orders[w] if s in backward_stages(op)]
             candidates.append(run.end[mine[-1]] if mine else _ZERO)
         ring = [(holders[k], holders[(k + 1) % n]) for k in range(n)]
         if point.mode == "contention":

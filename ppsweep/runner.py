@@ -9,7 +9,6 @@ compile, evaluate, write: :mod:`ppsweep.timing`).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppsweep.config import SweepSpec
+from ppsweep.progress import Progress
 from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
 from ppsweep.parallel import default_workers, evaluate_units
 from ppsweep.timing import describe, phase, take
@@ -88,7 +88,8 @@ def run_sweep(
       config_yaml: the resolved config for the store's attributes.
       overwrite: recompute from scratch (replaces the whole store: never with a shard's ``units``
         while other shards may be writing).
-      progress: print a progress line per unit to stderr.
+      progress: show progress on stderr (:mod:`ppsweep.progress`: a bar with ETA on a terminal,
+        a line per unit otherwise).
       units: the ``(p index, m index)`` units to run (one shard's, :func:`ppsweep.shards.shard_units`);
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
@@ -113,23 +114,19 @@ def run_sweep(
     take()
     if pending:
         n_workers = default_workers(len(pending)) if workers is None else workers
+        bar = Progress(len(pending), points_per_unit) if progress else None
         with ThreadPoolExecutor(max_workers=1) as writer:
-            for done, (i, j, results, seconds) in enumerate(evaluate_units(spec, pending, n_workers, compilation_cache), 1):
+            for i, j, results, seconds in evaluate_units(spec, pending, n_workers, compilation_cache):
                 split.update(seconds)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(_write, group, spec, i, j, results)
-                if progress:
-                    elapsed = time.perf_counter() - start
-                    rate = done * points_per_unit / elapsed
-                    print(
-                        f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
-                        f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                if bar is not None:
+                    bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
             if writing is not None:
                 writing.result()
+        if bar is not None:
+            bar.close()
     seconds = time.perf_counter() - start if pending else 0.0
     split.update(take())  # this process: writes (and units evaluated here)
     if say is not None and pending:

@@ -1,4 +1,4 @@
-"""The results store: one xarray Dataset in zarr per sweep (SPEC section 5), written unit by unit.
+"""The results store: one xarray Dataset in zarr per sweep (docs/contract.md §5), written unit by unit.
 
 Layout: coordinates are written by xarray; every data variable is created empty (NaN, or False
 for ``valid``) with one chunk per unit of work, and ``done`` ``(p, m)`` records which units are
@@ -43,8 +43,8 @@ from ppsweep.config import DIMENSIONS, SweepSpec, unit_region
 #: Version of the store layout; a store of another format is refused.
 STORE_FORMAT = 1
 
-#: Variables of the results dataset (SPEC section 5): dims kind, units, long name.
-#: "table" variables have the dimensions ``SweepSpec.table_dims``; "point" variables ``SweepSpec.point_dims``.
+#: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
+#: Dimensions by kind: ``SweepSpec.dims_of(kind)`` ("point", "table", "memory": per recomputation mode).
 VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim": ("point", "s", "simulated step time"),
     "throughput": ("point", "sequences/s", "global batch / step time"),
@@ -54,14 +54,21 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "bubble_formula": ("table", "1", "closed-form bubble ratio"),
     "bubble_table": ("table", "1", "idle cells / cells of the idealized table"),
     "length_table": ("table", "slots", "slots of the idealized table"),
-    "peak_activation_bytes": ("table", "bytes", "bottleneck worker's peak activation memory"),
-    "persistent_bytes": ("table", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
-    "peak_memory_bytes": ("table", "bytes", "bottleneck worker's peak memory"),
+    "peak_activation_bytes": ("memory", "bytes", "bottleneck worker's peak activation memory"),
+    "persistent_bytes": ("memory", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
+    "peak_memory_bytes": ("memory", "bytes", "bottleneck worker's peak memory"),
     "rank_formula": ("table", "1", "rank by closed-form bubble among valid schedules (1 = best)"),
     "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
 }
 #: The ``valid`` variable (boolean, table dimensions).
 VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
+#: The ``fits`` variable (boolean; only in sweeps with a ``memory_capacity`` dimension).
+FITS = ("fits", "1", "valid and the bottleneck worker's peak memory within memory_capacity")
+
+
+def booleans(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The boolean variables of ``spec``'s store: ``valid``, and ``fits`` with a capacity dimension."""
+    return {"valid": VALID, **({"fits": FITS} if spec.memory_capacity is not None else {})}
 
 
 class StoreError(RuntimeError):
@@ -171,11 +178,11 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
         warnings.simplefilter("ignore")
         dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
     group = zarr.open_group(str(path), mode="r+")
-    for name, (kind, unit, long_name) in {**VARIABLES, "valid": VALID}.items():
-        dims = spec.point_dims if kind == "point" else spec.table_dims
+    for name, (kind, unit, long_name) in {**VARIABLES, **booleans(spec)}.items():
+        dims = spec.dims_of(kind)
         shape = spec.shape(dims)
         chunks = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, shape))  # one chunk per unit
-        boolean = name == "valid"
+        boolean = name in booleans(spec)
         group.create_array(
             name,
             shape=shape,
@@ -205,9 +212,18 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
             "fingerprint": identity,
             "created": _now(),
             "complete": False,
+            "schedule_options": _schedule_options(spec),
         }
     )
     _consolidate(path)
+
+
+def _schedule_options(spec: SweepSpec) -> str:
+    """JSON: every schedule coordinate value (a name or variant label) -> its resolved options."""
+    from ppsweep.build import resolve_options
+
+    resolved = {name: resolve_options(name, spec.options_for(name)) for name in spec.schedules}
+    return json.dumps(resolved, sort_keys=True, default=str)
 
 
 def open_for_sweep(
@@ -296,7 +312,7 @@ def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, r
       results: :func:`ppsweep.sweep.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
         ``spec.table_dims``, as the store's arrays are named).
     """
-    for name in list(VARIABLES) + ["valid"]:
+    for name in list(VARIABLES) + list(booleans(spec)):
         array = group[name]
         array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
     group["done"][p_index, m_index] = True
@@ -323,7 +339,7 @@ def missing_units(dataset: xr.Dataset) -> int:
     return int((~dataset["done"].values).sum())
 
 
-def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> xr.Dataset:
+def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = None) -> xr.Dataset:
     """Open a results store lazily with xarray.
 
     Args:
@@ -331,16 +347,18 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True) -> x
       allow_incomplete: open an unfinished store with an :class:`IncompleteStoreWarning`
         saying how much is missing (its unfinished units read as NaN / not valid); if False,
         raise :class:`StoreError` instead.
+      chunks: passed to :func:`xarray.open_zarr`: None (default) for no dask, ``{}`` for dask
+        arrays with the store's own chunks (one per unit), or a mapping of dimension to size.
 
     Returns:
-      The dataset (dask-free, lazily loaded).
+      The dataset (lazily loaded; dask-backed unless ``chunks`` is None).
     """
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        dataset = xr.open_zarr(str(path), chunks=None)
+        dataset = xr.open_zarr(str(path), chunks=chunks)
     if "done" not in dataset:
         raise StoreError(f"{path}: not a ppsweep results store (no 'done' variable)")
     missing = missing_units(dataset)

@@ -1,7 +1,7 @@
 """Sweeps: a grid of points, cut into units of work, each evaluated at all three levels.
 
 A :class:`SweepSpec` (:mod:`ppsweep.config`) is the validated form of a sweep's config. Its grid
-has the dimensions ``schedule × p × m [× comm] [× compute] × bandwidth × latency``. One **unit** of work is one
+has the dimensions ``schedule × p × m [× recompute] [× comm] [× compute] × bandwidth × latency`` (and ``memory_capacity`` for ``fits``). One **unit** of work is one
 ``(p, m)`` pair with every schedule, mode, compute value, bandwidth and latency: it builds each
 schedule's table once, runs the engine over all the unit's points that share it, and ranks the
 schedules point by point. A unit is also one chunk of the store (:mod:`ppsweep.store`).
@@ -15,12 +15,12 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.build import UnsupportedPointError, bubble_formula, build_schedule
-from ppsweep.config import TABLE_DIMS, SweepSpec
-from ppsweep.costs import engine_costs, memory_figures, stage_costs
+from ppsweep.config import SweepSpec
+from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine import simulate
 from ppsweep.program import program_for
 from ppsweep.ranking import rank_lower_better
-from ppsweep.store import VARIABLES
+from ppsweep.store import VARIABLES, booleans
 from ppsweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
@@ -42,48 +42,61 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         shape = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims)))
         return xr.DataArray(np.full(shape, fill), dims=dims)
 
-    out = {name: empty(spec.point_dims if kind == "point" else TABLE_DIMS) for name, (kind, _, _) in VARIABLES.items()}
-    out["valid"] = empty(TABLE_DIMS, False)
+    out = {name: empty(spec.dims_of(kind)) for name, (kind, _, _) in VARIABLES.items()}
+    for name, (kind, _, _) in booleans(spec).items():
+        out[name] = empty(spec.dims_of(kind), False)
+    models = spec.models()
     for k, name in enumerate(spec.schedules):
         here = {"schedule": k}
         try:
             with phase("build"):
                 table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
-                memory = memory_figures(spec.model, table, m)
         except UnsupportedPointError:
             continue
-        cap = spec.system.memory_capacity
-        if cap is not None and memory.peak_memory_bytes > cap:
+        with phase("build"):
+            memory = {mode: memory_figures(model, table, m) for mode, model in models.items()}
+        cap = spec.system.memory_capacity  # a scalar cap (never with a recompute dimension)
+        if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue
         out["valid"][here] = True
         out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
         out["bubble_table"][here] = table.bubble_ratio()
         out["length_table"][here] = table.length
-        out["peak_activation_bytes"][here] = memory.peak_activation_bytes
-        out["persistent_bytes"][here] = memory.persistent_bytes
-        out["peak_memory_bytes"][here] = memory.peak_memory_bytes
         with phase("compile"):
             program_for(table)
-        with phase("evaluate"):
-            engine_results = simulate_table(spec, table)
-        for name_, value in engine_results.items():
-            out[name_][here] = value  # xarray matches the dimensions by name
+        for r, (mode, model) in enumerate(models.items()):
+            at = {**here, "recompute": r} if spec.recompute is not None else here
+            out["peak_activation_bytes"][at] = memory[mode].peak_activation_bytes
+            out["persistent_bytes"][at] = memory[mode].persistent_bytes
+            out["peak_memory_bytes"][at] = memory[mode].peak_memory_bytes
+            if "fits" in out:
+                out["fits"][at] = memory[mode].peak_memory_bytes <= spec.memory_capacity
+            with phase("evaluate"):
+                engine_results = simulate_table(spec, table, model)
+            for name_, value in engine_results.items():
+                out[name_][at] = value  # xarray matches the dimensions by name
     for rank, by in (("rank_formula", "bubble_formula"), ("rank_table", "bubble_table"), ("rank_sim", "t_sim")):
         out[rank] = out[by].copy(data=rank_lower_better(out[by].values, axis=out[by].get_axis_num("schedule")))
     return {name: array.values for name, array in out.items()}
 
 
-def simulate_table(spec: SweepSpec, table) -> dict[str, xr.DataArray]:
+def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, xr.DataArray]:
     """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency`` points.
+
+    Args:
+      spec: the sweep.
+      table: the schedule table.
+      model: the model (one recomputation mode of the sweep); default ``spec.model``.
 
     Returns:
       ``t_sim``, ``throughput``, ``idle_sim`` and ``comm_time``, each with the dimensions of
       ``spec.point_dims`` after ``schedule``, ``p`` and ``m``.
     """
-    costs = stage_costs(spec.model, spec.system, table, peak_flops=spec.compute)
+    model = spec.model if model is None else model
+    costs = stage_costs(model, spec.system, table, peak_flops=spec.compute)
     # Axes: compute (or 1) × bandwidth × latency.
     point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
-                         t_opt=spec.system.optimizer_time, point_axes=2)
+                         t_opt=spec.system.optimizer_time, fb_overlap=spec.system.fb_overlap, point_axes=2)
     per_mode = []
     for mode in spec.comm:
         result = simulate(table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False)
@@ -91,7 +104,7 @@ def simulate_table(spec: SweepSpec, table) -> dict[str, xr.DataArray]:
         per_mode.append(
             {
                 "t_sim": t_sim,
-                "throughput": spec.model.global_batch / t_sim,
+                "throughput": model.global_batch / t_sim,
                 "idle_sim": result.idle_fraction(table.p),
                 "comm_time": result.comm_time,
             }

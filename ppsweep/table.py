@@ -1,4 +1,4 @@
-"""Dense schedule tables: the as-soon-as-possible realization of a per-worker order (SPEC section 2).
+"""Dense schedule tables: the as-soon-as-possible realization of a per-worker order (docs/contract.md §2).
 
 A :class:`ScheduleTable` holds integer arrays of shape ``(p, T)`` (``kind``, ``micro``, ``stage``,
 ``replica``), one row per worker and one column per time slot. An operation lasting ``d`` slots
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ppsweep.ops import KIND_LETTER, NONE, Kind, Op, dependencies
+from ppsweep.ops import KIND_LETTER, NONE, Kind, Op, SplitBackward, dependencies, frees_activation, halves
 from ppsweep.schedules.base import ScheduleOrder
 
 
@@ -40,7 +40,11 @@ class ScheduleTable:
       name, p, m, n_stages, placement, micro_replica, stage_fractions, split_backward, options:
         as in :class:`ppsweep.schedules.base.ScheduleOrder`.
       kind, micro, stage, replica: int arrays ``(p, T)``; idle cells hold ``Kind.IDLE`` and -1.
-      f_slots, b_slots: slots taken by F and by B (I and W take ``b_slots // 2`` each).
+        A pair F&B's cells hold kind ``FB`` and its forward half's microbatch, stage and replica.
+      f_slots, b_slots: slots taken by F and by B (I and W take ``b_slots // 2`` each, a pair F&B
+        ``f_slots + b_slots``).
+      pair_micro, pair_stage: int arrays ``(p, T)``: a pair's backward half's microbatch and stage
+        in its cells, -1 elsewhere; None (all -1) for tables without pairs.
     """
 
     name: str
@@ -54,10 +58,12 @@ class ScheduleTable:
     micro: np.ndarray
     stage: np.ndarray
     replica: np.ndarray
-    split_backward: bool = False
+    split_backward: SplitBackward = False
     f_slots: int = 1
     b_slots: int = 2
     options: dict[str, Any] = field(default_factory=dict)
+    pair_micro: np.ndarray | None = None
+    pair_stage: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -84,6 +90,8 @@ class ScheduleTable:
                     t += 1
                     continue
                 op = Op(Kind(k), int(self.micro[w, t]), int(self.stage[w, t]))
+                if k == Kind.FB:
+                    op = op._replace(micro2=int(self.pair_micro[w, t]), stage2=int(self.pair_stage[w, t]))
                 end = t + 1
                 while end < self.length and _same_cell(self, w, end, op):
                     end += 1
@@ -121,13 +129,13 @@ class ScheduleTable:
         if fast is not None:
             return fast
         weights = np.ones(self.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
-        freeing = Kind.W if self.split_backward else Kind.B
         delta = np.zeros((self.p, self.length + 1))
         for placed in self.placed_ops():
-            if placed.op.kind == Kind.F:
-                delta[placed.worker, placed.start] += weights[placed.op.stage]
-            elif placed.op.kind == freeing:
-                delta[placed.worker, placed.end] -= weights[placed.op.stage]
+            for op in halves(placed.op):  # a pair stores its forward's and frees its backward's
+                if op.kind == Kind.F:
+                    delta[placed.worker, placed.start] += weights[op.stage]
+                elif frees_activation(op):
+                    delta[placed.worker, placed.end] -= weights[op.stage]
         return np.cumsum(delta, axis=1)[:, : self.length]
 
     def peak_activations_per_worker(self, stage_weights: np.ndarray | None = None) -> np.ndarray:
@@ -163,7 +171,7 @@ class ScheduleTable:
                 "n_stages": self.n_stages,
                 "f_slots": self.f_slots,
                 "b_slots": self.b_slots,
-                "split_backward": int(self.split_backward),
+                "split_backward": int(bool(self.split_backward)),
             },
         )
 
@@ -173,19 +181,20 @@ def _kind_codes() -> str:
 
 
 def _same_cell(table: ScheduleTable, w: int, t: int, op: Op) -> bool:
-    return (
-        table.kind[w, t] == op.kind
-        and table.micro[w, t] == op.micro
-        and table.stage[w, t] == op.stage
-    )
+    same = table.kind[w, t] == op.kind and table.micro[w, t] == op.micro and table.stage[w, t] == op.stage
+    if same and op.kind == Kind.FB:
+        return table.pair_micro[w, t] == op.micro2 and table.pair_stage[w, t] == op.stage2
+    return bool(same)
 
 
 def op_slots(kind: Kind, f_slots: int, b_slots: int) -> int:
-    """Slots one operation of ``kind`` takes: F ``f_slots``, B ``b_slots``, I and W half of B."""
+    """Slots one operation of ``kind`` takes: F ``f_slots``, B ``b_slots``, I and W half of B, F&B both."""
     if kind == Kind.F:
         return f_slots
     if kind == Kind.B:
         return b_slots
+    if kind == Kind.FB:
+        return f_slots + b_slots
     return max(1, b_slots // 2)
 
 
@@ -194,7 +203,7 @@ class OrderDeadlockError(ValueError):
 
 
 def realize(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
-    """Realize a per-worker order as an as-soon-as-possible table (SPEC section 2).
+    """Realize a per-worker order as an as-soon-as-possible table (docs/contract.md §2).
 
     Each operation starts in the first slot where its worker is free and every input exists;
     there is no communication cost.
@@ -228,7 +237,9 @@ def realize(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Schedul
                 start = max([free[w]] + [finished[dep] for dep in needs])
                 slots = op_slots(op.kind, f_slots, b_slots)
                 placed.append(PlacedOp(w, start, slots, op))
-                finished[op] = free[w] = start + slots
+                free[w] = start + slots
+                for half in halves(op):
+                    finished[half] = free[w]
                 cursor[w] += 1
                 remaining -= 1
                 progressed = True
@@ -252,12 +263,18 @@ def table_from_placed(
     micro = np.full(shape, NONE, dtype=np.int64)
     stage = np.full(shape, NONE, dtype=np.int64)
     replica = np.full(shape, NONE, dtype=np.int64)
+    has_pairs = any(p.op.kind == Kind.FB for p in placed)
+    pair_micro = np.full(shape, NONE, dtype=np.int64) if has_pairs else None
+    pair_stage = np.full(shape, NONE, dtype=np.int64) if has_pairs else None
     for p in placed:
         cells = (p.worker, slice(p.start, p.end))
         kind[cells] = int(p.op.kind)
         micro[cells] = p.op.micro
         stage[cells] = p.op.stage
         replica[cells] = order.micro_replica[p.op.micro] if 0 <= p.op.micro < order.m else NONE
+        if p.op.kind == Kind.FB:
+            pair_micro[cells] = p.op.micro2
+            pair_stage[cells] = p.op.stage2
     return ScheduleTable(
         name=order.name,
         p=order.p,
@@ -274,6 +291,8 @@ def table_from_placed(
         f_slots=f_slots,
         b_slots=b_slots,
         options=dict(order.options),
+        pair_micro=pair_micro,
+        pair_stage=pair_stage,
     )
 
 
@@ -286,8 +305,9 @@ def format_table(table: ScheduleTable, width: int | None = None) -> str:
     show_stage = table.n_stages * table.n_replicas > table.p
     labels = {}
     for placed in table.placed_ops():
-        op = placed.op
-        text = f"{KIND_LETTER[op.kind]}{op.micro}" + (f"s{op.stage}" if show_stage else "")
+        text = "&".join(
+            f"{KIND_LETTER[op.kind]}{op.micro}" + (f"s{op.stage}" if show_stage else "") for op in halves(placed.op)
+        )
         labels[(placed.worker, placed.start)] = text
     cell = width or max([len(s) for s in labels.values()] + [2])
     lines = []

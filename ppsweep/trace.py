@@ -33,50 +33,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ppsweep.commandline import OneLineParser, UsageError, run_command
+from ppsweep.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
 from ppsweep.ops import KIND_LETTER
 from ppsweep.reference import ReferenceResult, StepRecord, reference_simulate
 from ppsweep.table import ScheduleTable
 
 #: Microseconds per second (Chrome trace timestamps are microseconds).
 US = 1e6
-
-
-def assign_lanes(intervals: Sequence[tuple[float, float]]) -> list[int]:
-    """Greedy lanes for intervals so that no two on one lane overlap (earliest free lane first).
-
-    Returns:
-      The lane of each interval, in the given order.
-    """
-    order = sorted(range(len(intervals)), key=lambda k: (intervals[k][0], intervals[k][1]))
-    lane_end: list[float] = []
-    lanes = [0] * len(intervals)
-    for k in order:
-        start, end = intervals[k]
-        for lane, free in enumerate(lane_end):
-            if free <= start:
-                lane_end[lane] = end
-                lanes[k] = lane
-                break
-        else:
-            lane_end.append(end)
-            lanes[k] = len(lane_end) - 1
-    return lanes
-
-
-def message_lanes(record: StepRecord) -> list[int]:
-    """Lane of each message on its sender's ``send`` threads (no overlaps within a lane)."""
-    lanes = [0] * len(record.messages)
-    for w in range(record.p):
-        mine = [k for k, msg in enumerate(record.messages) if msg.src == w]
-        for k, lane in zip(mine, assign_lanes([(record.messages[k].send, record.messages[k].arrive) for k in mine])):
-            lanes[k] = lane
-    return lanes
 
 
 def simulate_step(
@@ -252,11 +222,15 @@ def _store_config(path: str) -> dict[str, Any]:
     return config
 
 
-def _float(key: str, text: Any) -> float:
+def _float(key: str, text: Any, least: str) -> float:
+    """A finite number for ``key``, ``> 0`` (``least="> 0"``) or ``>= 0``; errors use the user's name."""
     try:
-        return float(text)
+        value = float(text)
     except (TypeError, ValueError):
         raise UsageError(f"{key}: must be a number, got {text!r}") from None
+    if not math.isfinite(value) or not (value > 0 if least == "> 0" else value >= 0):
+        raise UsageError(f"{key}: must be a finite number {least}, got {text!r}")
+    return value
 
 
 def _run(args: argparse.Namespace) -> str:
@@ -271,9 +245,9 @@ def _run(args: argparse.Namespace) -> str:
         if key not in values:
             raise UsageError(f"{key}: required, give {key}=N (p >= 2, m >= 1), e.g. p=4 m=8")
     p, m = values.pop("p"), values.pop("m")
-    bandwidth = _float("bandwidth", values.pop("bandwidth")) if "bandwidth" in values else None
-    latency = _float("latency", values.pop("latency")) if "latency" in values else None
-    compute = _float("compute", values.pop("compute")) if "compute" in values else None
+    bandwidth = _float("bandwidth", values.pop("bandwidth"), "> 0") if "bandwidth" in values else None
+    latency = _float("latency", values.pop("latency"), ">= 0") if "latency" in values else None
+    compute = _float("compute", values.pop("compute"), "> 0") if "compute" in values else None
     mode = values.pop("mode", None)
     options: dict[str, Any] = {}
     slots = {"f": 1, "b": 2}
@@ -309,8 +283,8 @@ def _run(args: argparse.Namespace) -> str:
     idle = 1.0 - busy / (table.p * result.t_sim) if result.t_sim > 0 else float("nan")
     lines = [
         f"{args.schedule} p={table.p} m={table.m} {mode} bandwidth={point['bandwidth']:.3g} B/s "
-        f"latency={point['latency']:.3g} s: t_sim = {result.t_sim * 1e3:.4g} ms, idle {idle:.1%}, "
-        f"{len(record.messages)} messages, critical path {result.comm_time * 1e3:.4g} ms in communication"
+        f"latency={point['latency']:.3g} s: t_sim = {format_time(result.t_sim)}, idle {idle:.1%}, "
+        f"{len(record.messages)} messages, critical path {format_time(result.comm_time)} in communication"
     ]
     from ppsweep import plots
 

@@ -1,4 +1,4 @@
-"""Validity of a schedule table (SPEC section 2).
+"""Validity of a schedule table (docs/contract.md §2).
 
 A valid table contains each operation of each microbatch exactly once, runs at most one
 operation per worker per slot (guaranteed by the dense layout; an operation must fill exactly
@@ -9,12 +9,12 @@ in slot order.
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op, dependencies, expected_ops
+from ppsweep.ops import Kind, Op, dependencies, expected_ops, halves, is_split
 from ppsweep.table import PlacedOp, ScheduleTable
 
 
 class InvalidTableError(ValueError):
-    """A schedule table that breaks a rule of SPEC section 2; the message names the violation."""
+    """A schedule table that breaks a rule of docs/contract.md §2; the message names the violation."""
 
 
 def validate_table(table: ScheduleTable) -> None:
@@ -28,41 +28,48 @@ def validate_table(table: ScheduleTable) -> None:
     """
     _check_shapes(table)
     placed = sorted(table.placed_ops(), key=lambda p: (p.start, p.worker))
-    allowed = {Kind.F, Kind.I, Kind.W} if table.split_backward else {Kind.F, Kind.B}
     seen: dict[Op, PlacedOp] = {}
     for item in placed:
-        op, where = item.op, f"worker {item.worker}, slot {item.start}, operation {item.op}"
-        if op.kind not in allowed:
-            names = "/".join(k.name for k in sorted(allowed))
-            raise InvalidTableError(f"{where}: kind {op.kind.name} not allowed here (expected {names})")
-        if not (0 <= op.micro < table.m and 0 <= op.stage < table.n_stages):
-            raise InvalidTableError(
-                f"{where}: microbatch must be in [0, {table.m}) and stage in [0, {table.n_stages})"
-            )
-        expected_slots = table.slots_of(op.kind)
+        where = f"worker {item.worker}, slot {item.start}, operation {item.op}"
+        expected_slots = table.slots_of(item.op.kind)
         if item.slots != expected_slots:
             raise InvalidTableError(f"{where}: occupies {item.slots} slots, expected {expected_slots}")
-        replica = int(table.micro_replica[op.micro])
-        if int(table.replica[item.worker, item.start]) != replica:
-            raise InvalidTableError(f"{where}: replica cell must be {replica}, the microbatch's replica")
-        home = int(table.placement[replica, op.stage])
-        if home != item.worker:
-            raise InvalidTableError(f"{where}: stage {op.stage} of replica {replica} belongs to worker {home}")
-        if op in seen:
-            first = seen[op]
-            raise InvalidTableError(
-                f"{where}: runs a second time (first at worker {first.worker}, slot {first.start})"
-            )
-        for dep in dependencies(op, table.n_stages, table.split_backward):
+        for op in halves(item.op):
+            _check_op(table, item, op, where)
+            if op in seen:
+                first = seen[op]
+                raise InvalidTableError(
+                    f"{where}: runs " + (f"{op} " if item.op.kind == Kind.FB else "") + f"a second time (first at worker {first.worker}, slot {first.start})"
+                )
+        for dep in dependencies(item.op, table.n_stages, table.split_backward):
             producer = seen.get(dep)
             if producer is None or producer.end > item.start:
                 ready = "never runs before it" if producer is None else f"ends at slot {producer.end}"
                 raise InvalidTableError(f"{where}: starts before its input {dep} ({ready})")
-        seen[op] = item
+        for op in halves(item.op):
+            seen[op] = item
     for op in expected_ops(table.m, table.n_stages, table.split_backward):
         if op not in seen:
             worker = int(table.placement[int(table.micro_replica[op.micro]), op.stage])
             raise InvalidTableError(f"worker {worker}, operation {op}: missing from the table")
+
+
+def _check_op(table: ScheduleTable, item: PlacedOp, op: Op, where: str) -> None:
+    """Kind, range, replica and placement of one operation (a half of a pair is checked alone)."""
+    if not (0 <= op.micro < table.m and 0 <= op.stage < table.n_stages):
+        raise InvalidTableError(f"{where}: microbatch must be in [0, {table.m}) and stage in [0, {table.n_stages})")
+    split = is_split(table.split_backward, op.micro, op.stage)
+    allowed = {Kind.F, Kind.I, Kind.W} if split else {Kind.F, Kind.B}
+    if op.kind not in allowed:
+        names = "/".join(k.name for k in sorted(allowed))
+        whose = f"microbatch {op.micro} at stage {op.stage}" if not isinstance(table.split_backward, bool) else "here"
+        raise InvalidTableError(f"{where}: kind {op.kind.name} not allowed {whose} (expected {names})")
+    replica = int(table.micro_replica[op.micro])
+    if item.op.kind != Kind.FB and int(table.replica[item.worker, item.start]) != replica:
+        raise InvalidTableError(f"{where}: replica cell must be {replica}, the microbatch's replica")
+    home = int(table.placement[replica, op.stage])
+    if home != item.worker:
+        raise InvalidTableError(f"{where}: stage {op.stage} of replica {replica} belongs to worker {home}")
 
 
 def _check_shapes(table: ScheduleTable) -> None:

@@ -11,11 +11,17 @@ from ppsweep.build import why_unsupported
 SMALL_POINTS = [(2, 2), (2, 4), (3, 3), (4, 4), (4, 8), (6, 6), (8, 8), (8, 16)]
 
 
-def supported_cases(points=SMALL_POINTS, options_by_schedule=None):
-    """``(name, p, m, options)`` for every registered schedule at every supported point."""
+#: Schedules the engine-wide tests run (compiling a table per mode and method is what costs time):
+#: the seed four and a split backward (ZB-H1); the pairs F&B and V placements
+#: pairs F&B and mixed backwards. The others' engine runs are in tests/test_fb_engine.py.
+ENGINE_SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo", "zb_h1")
+
+
+def supported_cases(points=SMALL_POINTS, options_by_schedule=None, names=ENGINE_SCHEDULES):
+    """``(name, p, m, options)`` for every schedule of ``names`` (default :data:`ENGINE_SCHEDULES`) at every supported point."""
     options_by_schedule = options_by_schedule or {}
     cases = []
-    for name in sorted(SCHEDULES):
+    for name in sorted(n for n in SCHEDULES if n in names):
         for options in options_by_schedule.get(name, [{}]):
             for p, m in points:
                 if why_unsupported(name, p, m, **options) is None:
@@ -33,3 +39,32 @@ def case_id(case) -> str:
 def build():
     """``build(name, p, m, **options)``: a validated table."""
     return build_schedule
+
+
+#: A small model and system whose sweeps run in seconds (the analysis and explorer tests).
+SMALL_MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
+SMALL_SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory):
+    """A finished store: gpipe, 1f1b, chimera × p {2, 4} × m {2, 6} (chimera invalid at p=4, m=6)
+    × 9 bandwidths 1e8…1e12 × latencies {1e-7, 1e-5}; chimera wins at p=2, m=2 above a crossover bandwidth."""
+    from ppsweep.runner import run_sweep
+    from ppsweep.sweep import SweepSpec
+
+    path = tmp_path_factory.mktemp("small") / "small.zarr"
+    spec = SweepSpec.from_config(
+        {
+            "name": "small",
+            "schedules": ["gpipe", "1f1b", "chimera"],
+            "p": [2, 4],
+            "m": [2, 6],
+            "bandwidth": {"start": 1e8, "stop": 1e12, "num": 9},
+            "latency": [1e-7, 1e-5],
+            "model": SMALL_MODEL,
+            "system": SMALL_SYSTEM,
+        }
+    )
+    run_sweep(spec, path, "", progress=False)
+    return path

@@ -91,11 +91,14 @@ def test_modes_order_and_monotonicity(case):
 def test_broadcasting_and_per_stage_costs():
     table = build_schedule("1f1b", 4, 8)
     per_stage = np.array([1.0, 2.0, 1.0, 1.0])
-    r = simulate(table, per_stage, 2 * per_stage, np.zeros((3, 1)), np.full((1, 5), 100.0), 1.0)
+    alphas, betas = [0.0, 0.1, 0.3], [10.0, 30.0, 100.0, 300.0, 1000.0]  # distinct per axis
+    r = simulate(table, per_stage, 2 * per_stage, np.array(alphas)[:, None], np.array(betas)[None, :], 1.0)
     assert r.t_sim.shape == (3, 5) and r.worker_finish.shape == (3, 5, 4)
     # The slowest stage (2 s forward, 4 s backward) sets the steady state.
-    single = reference_simulate(table, per_stage, 2 * per_stage, 0.0, 100.0, 1.0)
-    np.testing.assert_allclose(r.t_sim, single.t_sim, rtol=1e-12)
+    for i, a in enumerate(alphas):
+        for j, b in enumerate(betas):
+            single = reference_simulate(table, per_stage, 2 * per_stage, a, b, 1.0)
+            assert r.t_sim[i, j] == pytest.approx(single.t_sim, rel=1e-12), (a, b)
 
 
 @pytest.mark.parametrize(

@@ -2,41 +2,32 @@
 
 The reduced study is ``conf/sweep/paper.yaml`` cut to GPipe, 1F1B and Chimera, p in {4, 8},
 m in {8, 16}, one system (the baseline), one comm mode, evaluated unit by unit without a store; free communication goes
-through ``scripts/reproduce_paper.py``'s single-assumption runner (``ppsweep.engine.simulate``).
-Findings that depend on communication (GPipe vs 1F1B per mode, Chimera vs GPipe, Table I) are
-reported by ``scripts/reproduce_paper.py`` in ``results/paper/REPORT.md``, not asserted here.
+through ``ppsweep.paper.sweeps``'s single-assumption runner (``ppsweep.engine.simulate``).
+Each finding's function is tested on a reduced sweep in ``tests/test_paper_findings.py``.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.paper import sweeps
+from ppsweep.paper.systems import SYSTEMS
+from ppsweep.sweep import evaluate_unit
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "reproduce_paper.py"
 REDUCED = ["schedules=[gpipe,1f1b,chimera]", "p=[4,8]", "m=[8,16]", "comm.mode=overlap", "compute=[1.0e+15]", "bandwidth=[5.0e+10]", "latency=[5.0e-7]"]
 
 
 @pytest.fixture(scope="module")
 def paper():
-    """The reproduction script as a module."""
-    spec = importlib.util.spec_from_file_location("reproduce_paper", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("reproduce_paper", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """The reproduction's sweep helpers."""
+    return sweeps
 
 
 @pytest.fixture(scope="module")
 def study(paper):
     """(spec, {(p, m): unit results}) of the reduced study."""
-    container, _ = paper.compose("paper", REDUCED)
-    spec = SweepSpec.from_config(container)
+    spec = paper.load_plan("paper", REDUCED).spec
     assert spec.schedules == ("gpipe", "1f1b", "chimera")
     units = {(spec.p[i], spec.m[j]): evaluate_unit(spec, i, j) for i, j in spec.units()}
     return spec, units
@@ -47,14 +38,14 @@ def value(spec, units, name, schedule, p, m, variable):
 
 
 def test_paper_sweep_config_is_the_study(paper):
-    container, _ = paper.compose("paper", [])
-    spec = SweepSpec.from_config(container)
+    spec = paper.load_plan("paper", []).spec
     assert spec.schedules == ("gpipe", "1f1b", "chimera", "hanayo")
     assert spec.p == (4, 8) and spec.m == (8, 16, 32, 64, 128, 256)
     assert spec.comm == ("overlap", "blocking", "contention") and spec.comm_axis
     assert sorted(spec.compute.tolist()) == [1e14, 1e15, 1e16]
     # The nine systems' networks are the diagonal of the swept bandwidth × latency grid.
-    for _, _, _, peak, bw, lat in paper.SYSTEMS:
+    for system in SYSTEMS:
+        peak, bw, lat = system.peak_flops, system.bandwidth, system.latency
         assert peak in spec.compute and bw in spec.bandwidth and lat in spec.latency
         assert bw * lat == pytest.approx(2.5e4)  # latency scales with 1/bandwidth, as in conf/system/*_nw.yaml
 

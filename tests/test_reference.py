@@ -1,4 +1,4 @@
-"""Hand-checked cases pinning the reference simulator to SPEC section 4 and the README rules.
+"""Hand-checked cases pinning the reference simulator to docs/contract.md §4 and the README rules.
 
 Every expected number below is derived by hand in the comment next to it; none comes from
 another simulator. Notation: ``tf``, ``tb`` compute times, ``L = msg_bytes/beta`` the wire time,
@@ -75,7 +75,7 @@ def test_no_communication_gives_fill_drain_formula(name, p, m):
 @pytest.mark.parametrize("mode", ["overlap", "blocking", "contention"])
 def test_no_communication_reproduces_table_length(mode):
     # With tf = f_slots, tb = b_slots and zero message time the simulation is the ASAP
-    # realization of SPEC section 2, so t_sim is the table length, for any placement.
+    # realization of docs/contract.md §2, so t_sim is the table length, for any placement.
     tables = [
         build_schedule("1f1b", 4, 6),
         build_schedule("gpipe", 3, 4, f_slots=2, b_slots=3),

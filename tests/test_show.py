@@ -25,7 +25,14 @@ def test_show_prints_header_and_grid(capsys):
     for piece in ("schedule=1f1b", "p=4", "m=8", "options: none", "T=33",
                   "bubble: table 0.2727, formula 0.2727", "peak activations: table 4, formula 4"):
         assert piece in head
-    grid = format_table(build_schedule("1f1b", 4, 8))
+    # 1F1B by hand (F = 1 slot, B = 2, "·" continues B): worker w runs p − w warm-up forwards,
+    # then alternates B and F; w3 starts at slot 3 and the step takes 3 + 8 · 3 + 6 = 33 slots.
+    grid = (
+        "w0  | F0 F1 F2 F3 .  .  .  .  .  .  B0 ·  F4 B1 ·  F5 B2 ·  F6 B3 ·  F7 B4 ·  .  B5 ·  .  B6 ·  .  B7 ·\n"
+        "w1  | .  F0 F1 F2 .  .  .  .  B0 ·  F3 B1 ·  F4 B2 ·  F5 B3 ·  F6 B4 ·  F7 B5 ·  .  B6 ·  .  B7 ·  .  .\n"
+        "w2  | .  .  F0 F1 .  .  B0 ·  F2 B1 ·  F3 B2 ·  F4 B3 ·  F5 B4 ·  F6 B5 ·  F7 B6 ·  .  B7 ·  .  .  .  .\n"
+        "w3  | .  .  .  F0 B0 ·  F1 B1 ·  F2 B2 ·  F3 B3 ·  F4 B4 ·  F5 B5 ·  F6 B6 ·  F7 B7 ·  .  .  .  .  .  ."
+    )
     assert "\n".join(lines[1:5]) == grid
     assert lines[1].startswith("w0  | F0 F1 F2 F3")
 

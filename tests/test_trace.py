@@ -144,3 +144,14 @@ def test_trace_command_takes_a_point_of_a_store(tmp_path, capsys):
     assert trace.main(["gpipe", "p=2", "m=2", "--store", str(tmp_path / "s.zarr"), "--trace", str(tmp_path / "t.json")]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "t.json").read_text())["otherData"]["t_sim_s"] == pytest.approx(t_sim, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [("bandwidth=-1", "error: bandwidth: must be a finite number > 0"), ("latency=-1e-6", "error: latency: must be a finite number >= 0"), ("compute=0", "error: compute: must be a finite number > 0")],
+)
+def test_bad_point_values_are_named_as_the_user_wrote_them(arg, message, capsys, tmp_path):
+    assert trace.main(["gpipe", "p=2", "m=2", arg, "--trace", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message)
+    assert not (tmp_path / "t.json").exists()

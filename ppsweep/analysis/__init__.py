@@ -1,10 +1,12 @@
 """Analysis of results stores: ranks, ranking stability, crossovers and sensitivity.
 
 Works on any store a sweep writes (dimensions ``schedule, p, m, [comm], [compute], bandwidth,
-latency``), reading it one ``(p, m)`` unit (one chunk) at a time and masking unfinished units
-(``done``) and schedules that cannot run (``valid``). One module per concern:
+latency``), opened with dask (one chunk per ``(p, m)`` unit by default) and computed with
+:func:`xarray.apply_ufunc` chunk by chunk, out of core and in parallel (dask's threads, or the
+workers of a ``dask.distributed`` client when one is active), masking unfinished units (``done``)
+and schedules that cannot run (``valid``). One module per concern:
 
-- :mod:`~ppsweep.analysis.load` — open and check a store, iterate over its units;
+- :mod:`~ppsweep.analysis.load` — open and check a store (``chunks=``), masked variables;
 - :mod:`~ppsweep.analysis.ranks` — ranks under formula / table / sim, ties, winner sets;
 - :mod:`~ppsweep.analysis.stability` — flips, differing winners, Kendall's tau, per slice and overall;
 - :mod:`~ppsweep.analysis.crossover` — where two schedules swap places along the bandwidth;
@@ -13,8 +15,8 @@ latency``), reading it one ``(p, m)`` unit (one chunk) at a time and masking unf
 Typical use::
 
     from ppsweep import analysis
-    ds = analysis.load("results/bandwidth.zarr")
-    st = analysis.stability(ds)
+    ds = analysis.load("results/bandwidth.zarr")          # dask-backed, lazy
+    st = analysis.stability(ds).compute()                # computed chunk by chunk
     analysis.summarize(st)             # per (p, m)
     analysis.summarize(st, by=())      # overall
     analysis.flip_points(st, "formula")
@@ -23,8 +25,8 @@ Typical use::
 """
 
 from ppsweep.analysis.crossover import crossovers, series_crossings
-from ppsweep.analysis.load import AnalysisError, check_dataset, grid_dims, inner_dims, iter_units, load, point_dims, schedules
-from ppsweep.analysis.ranks import ABSTRACTIONS, RANKED_BY, ranks, winner_label, winner_labels, winner_mask, winner_members
+from ppsweep.analysis.load import AnalysisError, check_dataset, grid_dims, inner_dims, iter_units, load, masked, point_dims, schedules, whole_along
+from ppsweep.analysis.ranks import ABSTRACTIONS, RANKED_BY, rank_schedules, ranks, winner_label, winner_labels, winner_mask, winner_members, winners
 from ppsweep.analysis.sensitivity import sensitivity, steps_to_change
 from ppsweep.analysis.stability import flip_points, kendall_tau, stability, summarize
 
@@ -40,7 +42,9 @@ __all__ = [
     "iter_units",
     "kendall_tau",
     "load",
+    "masked",
     "point_dims",
+    "rank_schedules",
     "ranks",
     "schedules",
     "sensitivity",
@@ -52,4 +56,6 @@ __all__ = [
     "winner_labels",
     "winner_mask",
     "winner_members",
+    "winners",
+    "whole_along",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ppsweep.analysis.load import AnalysisError, inner_dims, iter_units, schedules
+from ppsweep.analysis.load import AnalysisError, inner_dims, masked, schedules, whole_along
 from ppsweep.ranking import RANK_TOLERANCE
 
 
@@ -81,11 +81,22 @@ def series_crossings(sign: np.ndarray, d: np.ndarray, x: np.ndarray) -> tuple[np
     return position, new_sign
 
 
+def _block_crossings(t: np.ndarray, x: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`series_crossings` of every pair for a block ``(..., schedule, along)`` of step times.
+
+    Returns:
+      ``position`` and ``direction``, each ``(..., schedule, other, step)``.
+    """
+    sign, d = _signs(np.moveaxis(t, -2, 0), rtol)  # (S, S, ..., n)
+    position, direction = series_crossings(sign, d, x)
+    return np.moveaxis(position, (0, 1), (-3, -2)), np.moveaxis(direction, (0, 1), (-3, -2))
+
+
 def crossovers(dataset: xr.Dataset, along: str = "bandwidth", rtol: float = RANK_TOLERANCE) -> xr.Dataset:
     """Where each pair of schedules changes order along ``along`` (default the bandwidth).
 
     Args:
-      dataset: an opened results dataset (read one unit at a time).
+      dataset: an opened results dataset (dask-backed: computed chunk by chunk, in parallel).
       along: the axis followed: ``bandwidth`` (default), ``latency`` or ``compute``.
       rtol: relative tie tolerance.
 
@@ -105,20 +116,23 @@ def crossovers(dataset: xr.Dataset, along: str = "bandwidth", rtol: float = RANK
     coord = coord[order]
     logarithmic = bool(np.all(coord > 0))
     x = np.log10(coord) if logarithmic else coord
-    axis = inner.index(along)
-    rest = [d for d in inner if d != along]
-    S = dataset.sizes["schedule"]
-    P, M = dataset.sizes["p"], dataset.sizes["m"]
-    rest_shape = tuple(dataset.sizes[d] for d in rest)
     n = len(coord)
-    positions = np.full((S, S, P, M) + rest_shape + (max(n - 1, 0),), np.nan)
-    directions = np.zeros_like(positions)
-    for unit in iter_units(dataset, ("t_sim",)):
-        t = np.moveaxis(unit.values["t_sim"], 1 + axis, -1)[..., order]  # (S, *rest, n)
-        sign, d = _signs(t, rtol)
-        pos, new = series_crossings(sign, d, x)
-        positions[:, :, unit.i, unit.j] = pos
-        directions[:, :, unit.i, unit.j] = new
+    rest = [d for d in inner if d != along]
+    t_sim = masked(dataset, "t_sim").isel({along: order})
+    lead = ["p", "m", *rest]
+    if n < 2:  # no grid step to cross
+        S = dataset.sizes["schedule"]
+        positions = np.full((S, S) + tuple(dataset.sizes[d] for d in lead) + (0,), np.nan)
+        directions = np.zeros_like(positions)
+    else:
+        found_at, new_sign = xr.apply_ufunc(
+            _block_crossings, whole_along(t_sim, ["schedule", along]),
+            input_core_dims=[["schedule", along]], output_core_dims=[["schedule", "other", "step"]] * 2,
+            kwargs={"x": x, "rtol": rtol}, dask="parallelized", output_dtypes=[float, float],
+            dask_gufunc_kwargs={"output_sizes": {"other": dataset.sizes["schedule"], "step": n - 1}},
+        )
+        both = xr.Dataset({"position": found_at, "direction": new_sign}).transpose("schedule", "other", *lead, "step").compute()
+        positions, directions = both["position"].values, both["direction"].values
     found = ~np.isnan(positions)
     counts = found.sum(axis=-1)
     k = max(int(counts.max(initial=0)), 1)

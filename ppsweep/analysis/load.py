@@ -1,12 +1,16 @@
-"""Opening a results store for analysis and walking it one ``(p, m)`` unit at a time.
+"""Opening a results store for analysis, masked variables, and dask chunking.
 
-The store is opened lazily (:func:`ppsweep.store.open_results`, no dask): nothing is read until a
-unit is asked for. A unit is one chunk of every variable, so :func:`iter_units` reads the store
-chunk by chunk and never holds more than one unit's values at once.
+:func:`load` opens the store lazily with dask (:func:`ppsweep.store.open_results`), by default
+one dask chunk per zarr chunk, i.e. per ``(p, m)`` unit: nothing is read until a result is
+computed, and the analyses (:mod:`~ppsweep.analysis.ranks`, :mod:`~ppsweep.analysis.stability`,
+:mod:`~ppsweep.analysis.crossover`, :mod:`~ppsweep.analysis.sensitivity`) are written with
+:func:`xarray.apply_ufunc` on those chunks, so dask computes them chunk by chunk, in parallel
+(its threads by default, a ``dask.distributed`` client's workers when one is active) and out of
+core. ``load(path, chunks=None)`` gives numpy-backed variables instead (everything read at once).
 
-Masking: a schedule's values at a unit count only where the unit is finished (``done``) and the
-schedule can run there (``valid``); everything else reads as NaN, so it neither gets nor takes
-a rank.
+Masking (:func:`masked`): a schedule's values count only where its unit is finished (``done``) and
+the schedule can run there (``valid``); everything else reads as NaN, so it neither gets nor
+takes a rank. :func:`iter_units` walks a store one unit at a time in plain numpy.
 """
 
 from __future__ import annotations
@@ -15,14 +19,16 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import xarray as xr
 
 from ppsweep.store import IncompleteStoreWarning, StoreError, open_results
 
-#: Dimensions every results store has (SPEC section 5).
+#: Chunks :func:`load` asks for by default: the store's own (one dask chunk per unit).
+DEFAULT_CHUNKS: dict = {}
+#: Dimensions every results store has (docs/contract.md §5).
 REQUIRED_DIMS = ("schedule", "p", "m", "bandwidth", "latency")
 #: Variables the analysis reads.
 REQUIRED_VARIABLES = ("t_sim", "bubble_formula", "bubble_table", "valid", "done")
@@ -32,13 +38,15 @@ class AnalysisError(ValueError):
     """A dataset or request the analysis cannot work with; the message says why."""
 
 
-def load(path: str | os.PathLike, *, allow_incomplete: bool = True) -> xr.Dataset:
+def load(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = DEFAULT_CHUNKS) -> xr.Dataset:
     """Open a results store lazily and check that it is one the analysis understands.
 
     Args:
       path: the ``.zarr`` directory a sweep wrote.
       allow_incomplete: open an unfinished store (with an :class:`IncompleteStoreWarning`);
         its unfinished units are masked everywhere.
+      chunks: dask chunks, as :func:`xarray.open_zarr` takes them: ``{}`` (default) one chunk per
+        ``(p, m)`` unit, a mapping ``{dimension: size}``, or None for numpy-backed variables.
 
     Returns:
       The lazily loaded dataset.
@@ -48,7 +56,7 @@ def load(path: str | os.PathLike, *, allow_incomplete: bool = True) -> xr.Datase
     """
     path = Path(path)
     try:
-        dataset = open_results(path, allow_incomplete=allow_incomplete)
+        dataset = open_results(path, allow_incomplete=allow_incomplete, chunks=chunks)
     except StoreError as error:
         raise AnalysisError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - any unreadable directory gets the same message
@@ -95,6 +103,20 @@ def inner_dims(dataset: xr.Dataset) -> tuple[str, ...]:
 def schedules(dataset: xr.Dataset) -> list[str]:
     """Schedule names in store order."""
     return [str(s) for s in dataset["schedule"].values]
+
+
+def masked(dataset: xr.Dataset, name: str) -> xr.DataArray:
+    """``dataset[name]`` as float, NaN where its unit is not ``done`` or its schedule not ``valid`` (lazy under dask)."""
+    ok = dataset["valid"].astype(bool) & dataset["done"].astype(bool)
+    return dataset[name].astype(float).where(ok)
+
+
+def whole_along(array: xr.DataArray, dims: Sequence[str]) -> xr.DataArray:
+    """``array`` with ``dims`` in one dask chunk each (as :func:`xarray.apply_ufunc` needs for core
+    dimensions); numpy-backed arrays are returned as they are."""
+    if array.chunks is None:
+        return array
+    return array.chunk({d: -1 for d in dims if d in array.dims})
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,8 @@ __all__ = [
     "inner_dims",
     "iter_units",
     "load",
+    "masked",
     "point_dims",
     "schedules",
+    "whole_along",
 ]

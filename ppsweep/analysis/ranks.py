@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from ppsweep.analysis.load import grid_dims, iter_units, point_dims, schedules
+from ppsweep.analysis.load import grid_dims, masked, point_dims, schedules, whole_along
 from ppsweep.ranking import rank_lower_better
 
 #: The abstractions and the variable each is ranked by.
@@ -79,34 +79,62 @@ def winner_members(code: int, names: Sequence[str]) -> list[str]:
     return [] if code < 0 else [name for k, name in enumerate(names) if code >> k & 1]
 
 
+def _ranks_last(values: np.ndarray) -> np.ndarray:
+    return rank_lower_better(values, axis=-1)
+
+
+def _winner_mask_last(ranks: np.ndarray) -> np.ndarray:
+    return winner_mask(np.moveaxis(ranks, -1, 0))
+
+
+def rank_schedules(values: xr.DataArray) -> xr.DataArray:
+    """Competition ranks along ``schedule`` at every point (lower value = better), lazily under dask.
+
+    Args:
+      values: a masked variable with a ``schedule`` dimension (:func:`ppsweep.analysis.load.masked`).
+
+    Returns:
+      Float ranks of the same dimensions (NaN where the value is NaN).
+    """
+    dims = values.dims
+    out = xr.apply_ufunc(
+        _ranks_last, whole_along(values, ["schedule"]),
+        input_core_dims=[["schedule"]], output_core_dims=[["schedule"]], dask="parallelized", output_dtypes=[float],
+    )
+    return out.transpose(*dims)
+
+
+def winners(ranks: xr.DataArray) -> xr.DataArray:
+    """Winner masks (:func:`winner_mask`) of ranks along ``schedule``, lazily under dask."""
+    return xr.apply_ufunc(
+        _winner_mask_last, whole_along(ranks, ["schedule"]),
+        input_core_dims=[["schedule"]], dask="parallelized", output_dtypes=[np.int64],
+    )
+
+
 def ranks(dataset: xr.Dataset) -> xr.Dataset:
     """Ranks of every schedule at every point under each abstraction.
 
-    Reads the store unit by unit; the result holds three float arrays of the size of ``t_sim``
-    (select a part of the dataset first, e.g. ``ranks(ds.sel(p=[8]))``, for a large store).
+    Computed chunk by chunk with :func:`xarray.apply_ufunc`: lazy (dask-backed) when the
+    dataset is, so ``.compute()`` or ``.sel(...)`` first decides what is read; the full result
+    holds three float arrays of the size of ``t_sim``.
 
     Returns:
       Dataset with ``rank_formula``, ``rank_table``, ``rank_sim`` over the point dimensions
       (NaN where the schedule has no rank) and ``winner_<abstraction>`` masks over the grid.
     """
     dims = point_dims(dataset)
-    shape = tuple(dataset.sizes[d] for d in dims)
-    inner_shape = shape[3:]
-    out = {a: np.full(shape, np.nan) for a in ABSTRACTIONS}
-    for unit in iter_units(dataset):
-        for abstraction, r in unit_ranks(unit.values, inner_shape).items():
-            out[abstraction][:, unit.i, unit.j] = r
-    coords = {d: dataset[d].values for d in dims}
+    t_sim = masked(dataset, "t_sim")
     names = schedules(dataset)
     variables = {}
-    for abstraction in ABSTRACTIONS:
-        variables[f"rank_{abstraction}"] = xr.DataArray(
-            out[abstraction], dims=dims, attrs={"units": "1", "long_name": f"rank by {RANKED_BY[abstraction]} among valid schedules (1 = best)"}
-        )
-        variables[f"winner_{abstraction}"] = xr.DataArray(
-            winner_mask(out[abstraction]), dims=grid_dims(dataset), attrs=_winner_attrs(abstraction, names)
-        )
-    return xr.Dataset(variables, coords=coords)
+    for abstraction, name in RANKED_BY.items():
+        rank = rank_schedules(masked(dataset, name)).broadcast_like(t_sim).transpose(*dims)
+        rank.attrs = {"units": "1", "long_name": f"rank by {RANKED_BY[abstraction]} among valid schedules (1 = best)"}
+        variables[f"rank_{abstraction}"] = rank
+        winner = winners(rank).transpose(*grid_dims(dataset))
+        winner.attrs = _winner_attrs(abstraction, names)
+        variables[f"winner_{abstraction}"] = winner
+    return xr.Dataset(variables)
 
 
 def _winner_attrs(abstraction: str, names: Sequence[str]) -> dict:
@@ -120,10 +148,12 @@ __all__ = [
     "ABSTRACTIONS",
     "NO_WINNER",
     "RANKED_BY",
+    "rank_schedules",
     "ranks",
     "unit_ranks",
     "winner_label",
     "winner_labels",
     "winner_mask",
     "winner_members",
+    "winners",
 ]

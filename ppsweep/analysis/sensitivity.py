@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from ppsweep.analysis.load import AnalysisError
+from ppsweep.analysis.load import AnalysisError, whole_along
 
 #: Axes the sensitivity looks along, when present with more than one value.
 NUMERIC_AXES = ("p", "m", "compute", "bandwidth", "latency")
@@ -79,7 +79,12 @@ def sensitivity(result: xr.Dataset, axes: Sequence[str] | None = None) -> xr.Dat
     for axis in axes:
         if axis not in winner.dims:
             raise AnalysisError(f"axes: {axis!r} is not a dimension of the grid ({', '.join(winner.dims)})")
-        steps, factor = steps_to_change(np.asarray(winner.values), result[axis].values, winner.dims.index(axis))
+        steps, factor = xr.apply_ufunc(
+            steps_to_change, whole_along(winner, [axis]),
+            input_core_dims=[[axis]], output_core_dims=[[axis], [axis]],
+            kwargs={"coord": result[axis].values, "axis": -1}, dask="parallelized", output_dtypes=[float, float],
+        )
+        steps, factor = steps.transpose(*winner.dims).data, factor.transpose(*winner.dims).data
         out[f"steps_{axis}"] = xr.DataArray(steps, dims=winner.dims, attrs={"units": "grid steps", "long_name": f"grid steps along {axis} before the sim winner changes"})
         out[f"factor_{axis}"] = xr.DataArray(factor, dims=winner.dims, attrs={"units": "1", "long_name": f"factor {axis} must change by before the sim winner changes"})
     return xr.Dataset(out, coords={d: result[d].values for d in winner.dims})

@@ -32,7 +32,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from ppsweep.analysis.load import grid_dims, iter_units, schedules
+from ppsweep.analysis.load import grid_dims, masked, schedules, whole_along
 from ppsweep.analysis.ranks import ABSTRACTIONS, _winner_attrs, unit_ranks, winner_labels, winner_mask
 
 #: The bubble-based abstractions compared with the simulation.
@@ -98,11 +98,46 @@ def _reordered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.any(both, axis=0), differs, np.nan)
 
 
+def _flag_names() -> list[str]:
+    return [f"{flag}_{x}" for flag in FLAGS for x in COMPARED]
+
+
+def _stability_block(t_sim: np.ndarray, bubble_formula: np.ndarray, bubble_table: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Winners, flags and taus of a block of points; inputs have the schedules on the last axis.
+
+    Returns:
+      One array per output of :func:`stability` (winners, then :func:`_flag_names`, then
+      :data:`TAUS`), each of the block's point shape.
+    """
+    values = {
+        "t_sim": np.moveaxis(t_sim, -1, 0),
+        "bubble_formula": np.moveaxis(bubble_formula, -1, 0),
+        "bubble_table": np.moveaxis(bubble_table, -1, 0),
+    }
+    shape = np.broadcast_shapes(*(v.shape for v in values.values()))[1:]
+    r = unit_ranks(values, shape)
+    w = {a: winner_mask(r[a]) for a in ABSTRACTIONS}
+    flags = {}
+    for x in COMPARED:
+        comparable = (w["sim"] >= 0) & (w[x] >= 0)
+        flags[f"disagree_{x}"] = np.where(comparable, (w["sim"] & w[x]) == 0, np.nan)
+        flags[f"differ_{x}"] = np.where(comparable, w["sim"] != w[x], np.nan)
+        flags[f"reordered_{x}"] = np.where(comparable, _reordered(r["sim"], r[x]), np.nan)
+    tau = _TauCache()
+    return (
+        *(w[a].astype(np.int64) for a in ABSTRACTIONS),
+        *(flags[name].astype(np.float32) for name in _flag_names()),
+        *(tau(r[a], r[b]).astype(np.float32) for a, b in TAUS.values()),
+    )
+
+
 def stability(dataset: xr.Dataset) -> xr.Dataset:
     """Per-point comparison of the sim ranking with the formula and table rankings.
 
-    Reads the store one unit at a time; the result has one value per grid point (the store's
-    points divided by the number of schedules) per variable.
+    Computed block by block with :func:`xarray.apply_ufunc` (one dask chunk, i.e. one unit, at a
+    time when the dataset is :func:`ppsweep.analysis.load`'s): the result is lazy when the dataset
+    is dask-backed (``.compute()`` it once before reading it repeatedly), and has one value per
+    grid point (the store's points divided by the number of schedules) per variable.
 
     Returns:
       Dataset over ``p, m, [comm], [compute], bandwidth, latency`` with ``winner_formula``,
@@ -110,37 +145,28 @@ def stability(dataset: xr.Dataset) -> xr.Dataset:
       ``disagree_X``, ``differ_X``, ``reordered_X`` (X = formula, table) and the Kendall taus.
     """
     dims = grid_dims(dataset)
-    shape = tuple(dataset.sizes[d] for d in dims)
-    inner_shape = shape[2:]
-    winners = {a: np.full(shape, -1, dtype=np.int64) for a in ABSTRACTIONS}
-    flags = {f"{flag}_{x}": np.full(shape, np.nan, dtype=np.float32) for flag in FLAGS for x in COMPARED}
-    taus = {name: np.full(shape, np.nan, dtype=np.float32) for name in TAUS}
-    tau = _TauCache()
-    for unit in iter_units(dataset):
-        r = unit_ranks(unit.values, inner_shape)
-        w = {a: winner_mask(r[a]) for a in ABSTRACTIONS}
-        at = (unit.i, unit.j)
-        for a in ABSTRACTIONS:
-            winners[a][at] = w[a]
-        for x in COMPARED:
-            comparable = (w["sim"] >= 0) & (w[x] >= 0)
-            flags[f"disagree_{x}"][at] = np.where(comparable, (w["sim"] & w[x]) == 0, np.nan)
-            flags[f"differ_{x}"][at] = np.where(comparable, w["sim"] != w[x], np.nan)
-            flags[f"reordered_{x}"][at] = np.where(comparable, _reordered(r["sim"], r[x]), np.nan)
-        for name, (a, b) in TAUS.items():
-            taus[name][at] = tau(r[a], r[b])
+    inputs = [whole_along(masked(dataset, name), ["schedule"]) for name in ("t_sim", "bubble_formula", "bubble_table")]
+    outputs = [f"winner_{a}" for a in ABSTRACTIONS] + _flag_names() + list(TAUS)
+    dtypes = [np.int64] * len(ABSTRACTIONS) + [np.float32] * (len(outputs) - len(ABSTRACTIONS))
+    arrays = xr.apply_ufunc(
+        _stability_block, *inputs,
+        input_core_dims=[["schedule"]] * 3, output_core_dims=[[]] * len(outputs),
+        dask="parallelized", output_dtypes=dtypes,
+    )
     names = schedules(dataset)
-    coords = {d: dataset[d].values for d in dims}
     variables: dict[str, xr.DataArray] = {}
-    for a in ABSTRACTIONS:
-        variables[f"winner_{a}"] = xr.DataArray(winners[a], dims=dims, attrs=_winner_attrs(a, names))
-    for name, values in flags.items():
-        flag, x = name.split("_", 1)
-        variables[name] = xr.DataArray(values, dims=dims, attrs={"units": "1", "long_name": FLAGS[flag].format(x=x)})
-    for name, values in taus.items():
-        a, b = TAUS[name]
-        variables[name] = xr.DataArray(values, dims=dims, attrs={"units": "1", "long_name": f"Kendall tau-b between {a} and {b} ranks"})
-    return xr.Dataset(variables, coords=coords, attrs={"schedules": names})
+    for name, array in zip(outputs, arrays):
+        array = array.transpose(*dims)
+        if name.startswith("winner_"):
+            array.attrs = _winner_attrs(name[len("winner_"):], names)
+        elif name in TAUS:
+            a, b = TAUS[name]
+            array.attrs = {"units": "1", "long_name": f"Kendall tau-b between {a} and {b} ranks"}
+        else:
+            flag, x = name.split("_", 1)
+            array.attrs = {"units": "1", "long_name": FLAGS[flag].format(x=x)}
+        variables[name] = array
+    return xr.Dataset(variables, attrs={"schedules": names})
 
 
 def summarize(result: xr.Dataset, by: Sequence[str] = ("p", "m")) -> xr.Dataset:
@@ -156,7 +182,7 @@ def summarize(result: xr.Dataset, by: Sequence[str] = ("p", "m")) -> xr.Dataset:
     """
     reduce = [d for d in result["winner_sim"].dims if d not in by]
     out = {}
-    for name in [f"{flag}_{x}" for flag in FLAGS for x in COMPARED]:
+    for name in _flag_names():
         out[f"share_{name}"] = result[name].astype(float).mean(reduce, skipna=True)
         out[f"share_{name}"].attrs = {"units": "1", "long_name": "share of points: " + result[name].attrs["long_name"]}
     for name in TAUS:

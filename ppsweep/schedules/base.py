@@ -1,6 +1,6 @@
 """What every schedule generator returns, and how schedules are registered.
 
-A schedule is the per-worker **order** of its operations (SPEC section 2). A generator builds
+A schedule is the per-worker **order** of its operations (docs/contract.md §2). A generator builds
 that order as a :class:`ScheduleOrder`; :func:`ppsweep.table.realize` turns it into the dense
 table. Each schedule lives in its own module with its order, its closed-form formulas and the
 rule saying for which ``(p, m, options)`` it can run.
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ppsweep.ops import Op
+from ppsweep.ops import Op, SplitBackward
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class ScheduleOrder:
       micro_replica: int array ``(m,)``: replica each microbatch runs through.
       stage_fractions: float array ``(S,)``: share of the model's layers in each stage
         (the same for every replica); sums to 1.
-      split_backward: True where B is split into I and W.
+      split_backward: True where B is split into I and W; or the set of split ``(micro, stage)``
+        pairs of a mixed schedule (:mod:`ppsweep.ops`).
       options: the schedule's options as given (e.g. ``{"waves": 2}``).
     """
 
@@ -43,7 +44,7 @@ class ScheduleOrder:
     placement: np.ndarray
     micro_replica: np.ndarray
     stage_fractions: np.ndarray
-    split_backward: bool = False
+    split_backward: SplitBackward = False
     options: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,0 +1,133 @@
+"""Your own schedules: an entry point, a ``module:function`` name, or a PyTorch CSV file.
+
+:func:`ppsweep.schedules.get_schedule` looks a name up among the built-in schedules first, then:
+
+- **a CSV file** (a name ending in ``.csv``): PyTorch's pipeline CSV
+  (:mod:`ppsweep.interchange`); it is valid at its own ``p`` and ``m`` only (other points are
+  unsupported, ``valid = False`` in a sweep);
+- **``module:function``**: the function is imported and called as ``function(p, m, **options)``;
+- **an entry point** of the group ``ppsweep.schedules`` (declared by an installed package, as
+  xarray's backends are): its name is the schedule's name, its object is loaded on first use.
+
+A function (of either kind) returns a :class:`~ppsweep.schedules.base.ScheduleOrder`, or simply
+the per-worker operation lists (``list[list[Op]]``), whose placement, replicas and split backward
+are then inferred as for a CSV file (:func:`ppsweep.interchange.infer_order`). It may raise
+:class:`ppsweep.build.UnsupportedPointError` where it cannot run. Its keyword parameters with
+defaults are its options (``name@option=value`` in a sweep). An entry point may also name a
+ready :class:`~ppsweep.schedules.base.Schedule` (with formulas and an operating range).
+User schedules have no closed-form formula (``bubble_formula`` is NaN) unless they bring one.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import os
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from ppsweep.schedules.base import Schedule, ScheduleOrder, no_formula
+
+#: Entry-point group in which installed packages register schedules.
+ENTRY_POINT_GROUP = "ppsweep.schedules"
+
+
+def find_user_schedule(name: str) -> Schedule | None:
+    """The user schedule called ``name`` (CSV file, ``module:function`` or entry point), else None.
+
+    Raises:
+      ValueError: naming ``schedule`` when the file, module or function cannot be loaded.
+    """
+    if name.endswith(".csv"):
+        return _csv_schedule(os.path.abspath(name), name)
+    if ":" in name:
+        return _callable_schedule(name)
+    return _entry_point_schedule(name)
+
+
+def as_schedule(obj: Any, name: str) -> Schedule:
+    """``obj`` as a :class:`Schedule`: itself, or a generator function wrapped (module docstring)."""
+    if isinstance(obj, Schedule):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"schedule {name!r}: must be a Schedule or a function (p, m, **options), got {type(obj).__name__}")
+    options = {
+        key: param.default
+        for key, param in list(inspect.signature(obj).parameters.items())[2:]
+        if param.default is not inspect.Parameter.empty
+    }
+    return Schedule(
+        name=name,
+        build_order=functools.partial(_call_generator, obj, name),
+        why_unsupported=_runs_everywhere,
+        bubble_formula=no_formula,
+        peak_activations_formula=no_formula,
+        option_names=options,
+        description=(inspect.getdoc(obj) or f"user schedule {name}").splitlines()[0],
+    )
+
+
+def _runs_everywhere(p: int, m: int, **options: Any) -> str | None:
+    return None
+
+
+def _call_generator(function: Callable[..., Any], name: str, p: int, m: int, **options: Any) -> ScheduleOrder:
+    from ppsweep.interchange import infer_order
+
+    result = function(p, m, **options)
+    if isinstance(result, ScheduleOrder):
+        return result
+    order = infer_order([list(row) for row in result], name=name)
+    if order.p != p or order.m != m:
+        raise ValueError(f"schedule {name!r}: asked for p={p}, m={m}, it returned p={order.p}, m={order.m}")
+    return order
+
+
+@functools.lru_cache(maxsize=64)
+def _callable_schedule(name: str) -> Schedule:
+    module_name, _, attribute = name.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"schedule: cannot load {name!r} as module:function ({error})") from None
+    return as_schedule(obj, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _entry_point_schedule(name: str) -> Schedule | None:
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name == name:
+            return as_schedule(entry.load(), name)
+    return None
+
+
+def entry_point_names() -> list[str]:
+    """Names registered in the ``ppsweep.schedules`` entry-point group (not loaded)."""
+    return sorted(entry.name for entry in entry_points(group=ENTRY_POINT_GROUP))
+
+
+@functools.lru_cache(maxsize=64)
+def _csv_schedule(path: str, name: str) -> Schedule:
+    from ppsweep.interchange import CsvTableError, read_csv_order
+
+    if not os.path.exists(path):
+        raise ValueError(f"schedule: CSV file {name!r} not found")
+    try:
+        order = read_csv_order(path, name=name)
+    except CsvTableError as error:
+        raise ValueError(f"schedule: {name}: {error}") from None
+
+    def why_unsupported(p: int, m: int) -> str | None:
+        if (p, m) != (order.p, order.m):
+            return f"the CSV file defines p={order.p}, m={order.m}"
+        return None
+
+    return Schedule(
+        name=name,
+        build_order=lambda p, m: order,
+        why_unsupported=why_unsupported,
+        bubble_formula=no_formula,
+        peak_activations_formula=no_formula,
+        description=f"PyTorch pipeline CSV, p={order.p}, m={order.m}",
+    )
