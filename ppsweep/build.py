@@ -6,7 +6,7 @@ import functools
 import math
 from typing import Any
 
-from ppsweep.schedules import get_schedule
+from ppsweep.schedules import SCHEDULES, get_schedule
 from ppsweep.fast_realize import realize_fast, validate_fast
 from ppsweep.schedules.variants import split_label, typed_value
 from ppsweep.table import ScheduleTable
@@ -90,6 +90,8 @@ def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options
         validate_fast(table)
         return table
 
+    if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key
+        return build()
     return cached_table(name, p, m, f_slots, b_slots, options, build)
 
 

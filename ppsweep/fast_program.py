@@ -129,10 +129,10 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
     synced = frees & (sync_index[ops.stage] >= 0)
     sync_slot[wave[synced], ops.worker[synced]] = sync_index[ops.stage[synced]] * p + ops.worker[synced]
-    lane_end = np.zeros(shape, dtype=np.int64)
-    lane_end[lane] = ops.end
     dep_reg[dep_reg < 0] = n_regs
     out_reg[out_reg < 0] = n_regs + 1
+    lane_end = np.zeros(shape, dtype=np.int64)
+    lane_end[lane] = ops.end
     return Program(
         p=p,
         n_stages=n_stages,

@@ -87,9 +87,14 @@ def cached_table(
         if table is not None:
             return table
     table = build()
-    if table.kind.size >= MIN_CELLS:
+    if table.kind.size >= MIN_CELLS and _restorable(table):
         _write(path, table)
     return table
+
+
+def _restorable(table: ScheduleTable) -> bool:
+    """True where the file keeps everything of ``table``: no F&B pairs, the backward split for all or none."""
+    return table.pair_micro is None and isinstance(table.split_backward, (bool, np.bool_))
 
 
 def _read(path: Path) -> ScheduleTable | None:

@@ -74,11 +74,12 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
     ref = realize(order, f_slots, b_slots)
     fast = realize_fast(order, f_slots, b_slots)
     assert_tables_equal(fast, ref)
-    # the operations realize_fast remembers are those read back off the dense arrays
-    expected_ops = fast_realize._read_ops(ref)  # None: kinds the array paths leave to the reference
-    assert (table_ops(fast) is None) == (expected_ops is None)
-    if expected_ops is not None:
-        assert_fields_equal(table_ops(fast), expected_ops)
+    # the operations realize_fast remembers are those read back off the dense arrays (None for
+    # both where the table has kinds the array paths leave to the references, e.g. F&B pairs)
+    remembered, read_back = table_ops(fast), fast_realize._read_ops(ref)
+    assert (remembered is None) == (read_back is None)
+    if read_back is not None:
+        assert_fields_equal(remembered, read_back)
     validate_table(ref)
     validate_fast(fast)
     weights = np.linspace(0.5, 2.0, ref.n_stages)
