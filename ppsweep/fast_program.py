@@ -73,6 +73,8 @@ def compile_program_fast(table: ScheduleTable) -> Program:
         remote_dep.append(remote)
         consumer_list.append(np.flatnonzero(remote))
         producer_list.append(d[remote])
+    if (remote_dep[0] & remote_dep[1]).any():  # two inputs from other workers: the reference refuses it
+        return compile_program(table, fast=False)
     consumer = np.concatenate(consumer_list)
     producer = np.concatenate(producer_list)
     dst_lo = np.full(n, p, dtype=np.int64)
@@ -96,11 +98,10 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     sender_link = link_of_code[np.searchsorted(codes, pair)]
 
     sync_stages, sync_holders, sync_ring = sync_rings(table, links)
-    freeing = Kind.W if table.split_backward else Kind.B
     sync_index = np.full(n_stages, -1, dtype=np.int64)
     sync_index[np.array(sync_stages, dtype=np.int64)] = np.arange(len(sync_stages))
     ready = np.zeros(n_stages, dtype=np.int64)
-    frees = ops.kind == freeing
+    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
     np.maximum.at(ready, ops.stage[frees], ops.end[frees])
     sync_order = sorted(range(len(sync_stages)), key=lambda k: (int(ready[sync_stages[k]]), sync_stages[k]))
 

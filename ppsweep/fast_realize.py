@@ -365,12 +365,11 @@ def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | No
     if ops is None or not _plain_split(table.split_backward):
         return None
     weights = np.ones(table.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
-    freeing = Kind.W if table.split_backward else Kind.B
     delta = np.zeros((table.p, table.length + 1))
     # At most one operation starts and one ends at a cell, so the additions below meet at most
     # two terms per cell, whose sum does not depend on their order: the reference's floats.
     stores = ops.kind == Kind.F
-    frees = ops.kind == freeing
+    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
     np.add.at(delta, (ops.worker[stores], ops.start[stores]), weights[ops.stage[stores]])
     np.subtract.at(delta, (ops.worker[frees], ops.end[frees]), weights[ops.stage[frees]])
     return np.cumsum(delta, axis=1)[:, : table.length]

@@ -53,7 +53,8 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
                 table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
         except UnsupportedPointError:
             continue
-        memory = {mode: memory_figures(model, table, m) for mode, model in models.items()}
+        with phase("build"):
+            memory = {mode: memory_figures(model, table, m) for mode, model in models.items()}
         cap = spec.system.memory_capacity  # a scalar cap (never with a recompute dimension)
         if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue
