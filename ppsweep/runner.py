@@ -2,6 +2,11 @@
 
 Computing the next unit overlaps writing the previous one (one writer thread); memory stays
 bounded by two units whatever the grid's size.
+
+Several runs of the same sweep may write one store at once (README, "Resume and integrity"):
+each registers as a writer (so ``overwrite=true`` elsewhere refuses), takes a unit's lock before
+computing it and skips units another run holds, re-checks the unit on disk once it has the lock,
+and checks the store's generation before every write. Two identical runs split the units.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
+
 from ppsweep.config import SweepSpec
-from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
+from ppsweep.store import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, write_unit
 from ppsweep.sweep import evaluate_unit
 
 _JAX_CONFIGURED = False
@@ -96,26 +103,54 @@ def run_sweep(
     total = len(spec.units())
     points_per_unit = spec.n_points // total
     start = time.perf_counter()
-    writing: Future | None = None
+    computed = 0
     if pending:
-        with ThreadPoolExecutor(max_workers=1) as writer:
-            for done, (i, j) in enumerate(pending, 1):
-                results = evaluate_unit(spec, i, j)
-                if writing is not None:
-                    writing.result()
-                writing = writer.submit(write_unit, group, spec, i, j, results)
-                if progress:
-                    elapsed = time.perf_counter() - start
-                    rate = done * points_per_unit / elapsed
-                    print(
-                        f"[{done}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
-                        f"{done * points_per_unit:,} points, {rate:,.0f} points/s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+        generation = (path, str(group.attrs["generation"]))
+        with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
+            writing: Future | None = None
+            queue, wait = list(pending), False
+            while queue:
+                busy = []  # units another run is computing now: waited for after the others
+                for i, j in queue:
+                    lock = unit_lock(path, i, j)
+                    try:
+                        lock.acquire(timeout=-1 if wait else 0)
+                    except filelock.Timeout:
+                        busy.append((i, j))
+                        continue
+                    try:
+                        if not pending_units(group, [(i, j)]):  # another run wrote it meanwhile
+                            lock.release()
+                            continue
+                        results = evaluate_unit(spec, i, j)
+                        if writing is not None:
+                            writing.result()
+                    except BaseException:
+                        lock.release()
+                        raise
+                    writing = writer.submit(_write_and_release, group, spec, i, j, results, generation, lock)
+                    computed += 1
+                    if progress:
+                        elapsed = time.perf_counter() - start
+                        rate = computed * points_per_unit / elapsed
+                        print(
+                            f"[{computed}/{len(pending)}] p={spec.p[i]} m={spec.m[j]}  "
+                            f"{computed * points_per_unit:,} points, {rate:,.0f} points/s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                queue, wait = busy, True
             if writing is not None:
                 writing.result()
-    seconds = time.perf_counter() - start if pending else 0.0
+    seconds = time.perf_counter() - start if computed else 0.0
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())
-    return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete, missing)
+    return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing)
+
+
+def _write_and_release(group, spec: SweepSpec, i: int, j: int, results: dict, generation: tuple, lock) -> None:
+    """Write one unit (:func:`ppsweep.store.write_unit`), then release its lock, whatever happens."""
+    try:
+        write_unit(group, spec, i, j, results, generation)
+    finally:
+        lock.release()
