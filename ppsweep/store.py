@@ -354,7 +354,7 @@ def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
         first setting that differs).
     """
     path = Path(path)
-    group = _open_checked(path, mode="r+")
+    group = open_store(path, mode="r+")
     attrs = dict(group.attrs)
     if attrs["fingerprint"] != fingerprint(spec):
         try:
@@ -368,8 +368,20 @@ def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
     return group
 
 
-def _open_checked(path: Path, mode: str = "r") -> zarr.Group:
-    """The group at ``path`` if it is a ppsweep store of this format, else :class:`StoreError`."""
+def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """The zarr group of the ppsweep store at ``path``.
+
+    Args:
+      path: the ``.zarr`` directory.
+      mode: zarr's open mode (``r`` or ``r+``).
+
+    Returns:
+      The open group.
+
+    Raises:
+      StoreError: one line: no store there, unreadable, not a ppsweep store, or another format.
+    """
+    path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
     try:
@@ -616,7 +628,7 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, veri
         the command that repairs them); always one line.
     """
     path = Path(path)
-    group = _open_checked(path)
+    group = open_store(path)
     if verify:
         damaged = damaged_units(group)
         if damaged:
