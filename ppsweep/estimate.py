@@ -33,7 +33,7 @@ BUILD_OPERATIONS_PER_S = 1.0e4
 #: Operation-points per second of the engine (one operation simulated at one point).
 SIM_OPERATION_POINTS_PER_S = 2.0e7
 #: Seconds of fixed cost per table (compilation, dispatch).
-SECONDS_PER_TABLE = 0.2
+SECONDS_PER_TABLE = 1.0
 
 
 @dataclass(frozen=True)
