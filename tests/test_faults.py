@@ -296,3 +296,20 @@ def test_dry_run_prints_the_estimate_only(tmp_path, capsys):
     assert status == 0 and len(lines) == 1
     assert lines[0].startswith("estimate: 8 tables, ") and "16 points" in lines[0] and "dry run: nothing computed" in lines[0]
     assert not list(tmp_path.iterdir())
+
+
+def test_csv_with_a_byte_order_mark_reads_and_a_binary_file_is_named(tmp_path):
+    import io
+
+    from ppsweep import build_schedule
+    from ppsweep.interchange import CsvTableError, read_csv, write_csv
+
+    table = build_schedule("1f1b", 2, 4)
+    text = io.StringIO()
+    write_csv(table, text)
+    (tmp_path / "bom.csv").write_text(text.getvalue(), encoding="utf-8-sig")
+    assert (tmp_path / "bom.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert np.array_equal(read_csv(tmp_path / "bom.csv").kind, table.kind)
+    (tmp_path / "binary.csv").write_bytes(bytes(range(256)))
+    with pytest.raises(CsvTableError, match=r"not a readable CSV file .*binary.csv: .*expected UTF-8 text"):
+        read_csv(tmp_path / "binary.csv")
