@@ -14,9 +14,22 @@ fingerprint). After that, each process writes only the chunks of its own units (
 temporary name and renames it into place, so a kill, a full disk or an I/O error leaves each
 chunk either old or new, never torn.
 
+Identity (:func:`identity`): every field of the :class:`SweepSpec` (generically; only
+``ppsweep.config.NOT_IN_IDENTITY`` is left out), the store format and the ppsweep version. A run
+of another identity is refused, naming the first setting that differs.
+
+Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`), then its
+``done`` flag. Resume (:func:`pending_units`), :func:`open_results` and ``python -m
+ppsweep.verify`` compare every finished unit with its checksum (:func:`damaged_units`).
+
+Writers (:mod:`ppsweep.runner`): a run registers itself (:func:`registered_writer`) and locks each
+unit while it computes and writes it (:func:`unit_lock`), in ``.NAME.zarr.locks/`` beside the
+store; ``overwrite`` refuses while a writer is registered; each layout has a new ``generation``,
+checked before a unit's values and before its done flag (:func:`check_generation`).
+
 Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
-``fingerprint`` (hash of everything that shapes the numbers), ``created``, ``finished`` and
-``complete``.
+``fingerprint`` (digest of the identity), ``identity`` (JSON), ``generation``, ``created``,
+``finished`` and ``complete``.
 """
 
 from __future__ import annotations
