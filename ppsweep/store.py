@@ -414,8 +414,16 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
 
 
 def done_units(group: zarr.Group) -> np.ndarray:
-    """The ``(p, m)`` boolean array of finished units."""
-    return np.asarray(group["done"][...], dtype=bool)
+    """The ``(p, m)`` boolean array of finished units (a unit whose ``done`` chunk is unreadable is not)."""
+    array = group["done"]
+    try:
+        return np.asarray(array[...], dtype=bool)
+    except Exception:  # noqa: BLE001 - a damaged done chunk: that unit is not done, the others are read one by one
+        done = np.zeros(array.shape, dtype=bool)
+        for i, j in np.ndindex(*array.shape):
+            with contextlib.suppress(Exception):
+                done[i, j] = bool(array[i, j])
+        return done
 
 
 # ---- integrity: one checksum per unit, written just before its done flag -------------------------
@@ -483,6 +491,23 @@ def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None)
         if not ok:
             damaged.append((i, j))
     return damaged
+
+
+def unreadable_done_units(group: zarr.Group) -> list[tuple[int, int]]:
+    """Units whose ``done`` chunk cannot be read (they count as not done, see :func:`done_units`)."""
+    array = group["done"]
+    try:
+        array[...]
+        return []
+    except Exception:  # noqa: BLE001 - find which
+        pass
+    out = []
+    for i, j in np.ndindex(*array.shape):
+        try:
+            array[i, j]
+        except Exception:  # noqa: BLE001 - any decoding error
+            out.append((i, j))
+    return out
 
 
 def describe_units(spec_or_group: Any, units: list[tuple[int, int]], most: int = 4) -> str:
@@ -642,6 +667,12 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, veri
     """
     path = Path(path)
     group = open_store(path)
+    unreadable = unreadable_done_units(group)
+    if unreadable:  # a damaged done chunk would raise inside the analysis later
+        raise StoreError(
+            f"{path}: the done flags of units {describe_units(group, unreadable)} are unreadable; "
+            "re-run the sweep's command to recompute those units"
+        ) from None
     if verify:
         damaged = damaged_units(group)
         if damaged:

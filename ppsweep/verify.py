@@ -1,7 +1,8 @@
 """``python -m ppsweep.verify STORE [--repair]``: check every finished unit of a store against its checksum.
 
 Each unit's checksum (:func:`ppsweep.store.unit_checksum`) is written just before its ``done``
-flag. ``verify`` reads every finished unit back and compares:
+flag. ``verify`` reads every finished unit back and compares (a unit whose ``done`` chunk is
+unreadable counts as damaged too):
 
 - all match: one line, exit 0;
 - some damaged (a chunk deleted, truncated, overwritten): one ``error:`` line naming them, exit 1;
@@ -48,22 +49,25 @@ def verify(path: str | Path, repair: bool = False) -> tuple[int, str]:
       StoreError: no store, not a ppsweep store, or (``repair``) a recorded config that does
         not reproduce the store's identity.
     """
-    from ppsweep.store import open_store, damaged_units, describe_units, done_units
+    from ppsweep.store import damaged_units, describe_units, done_units, open_store, unreadable_done_units
+
+    def damage(group) -> list[tuple[int, int]]:  # checksum mismatches and unreadable done flags
+        return sorted(set(damaged_units(group)) | set(unreadable_done_units(group)))
 
     path = Path(path)
     group = open_store(path)
-    damaged = damaged_units(group)
+    damaged = damage(group)
     repaired = 0
     if damaged and repair:
         repaired = _repair(path, group, damaged)
         group = open_store(path)
-        damaged = damaged_units(group)
+        damaged = damage(group)
     done = done_units(group)
     where = display(path)
     if damaged:
         names = describe_units(group, damaged)
         advice = "" if repair else f"; python -m ppsweep.verify {where} --repair recomputes them"
-        return 1, f"error: {where}: {len(damaged)} damaged unit{'s' if len(damaged) > 1 else ''} {names}: the chunks do not match their checksums{advice}"
+        return 1, f"error: {where}: {len(damaged)} damaged unit{'s' if len(damaged) > 1 else ''} {names}: chunks unreadable or not matching their checksums{advice}"
     line = f"{where}: {int(done.sum())} finished units match their checksums"
     if repaired:
         line += f" ({repaired} repaired)"

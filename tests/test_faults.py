@@ -220,9 +220,13 @@ def test_damaged_chunks_are_named_refused_on_open_and_recomputed(tmp_path, refer
     assert damaged_units(zarr.open_group(str(store))) == damaged
     with pytest.raises(StoreError, match=r"3 damaged units \(p=2, m=4\), \(p=4, m=4\), \(p=4, m=8\).*--repair"):
         open_results(store)
-    # Resume: the same sweep recomputes exactly the damaged units.
+    (store / "done/c/0/1").write_bytes(b"\x00garbage")  # an unreadable done flag: that unit is not done
+    assert damaged_units(zarr.open_group(str(store))) == damaged
+    with pytest.raises(StoreError, match=r"done flags of units \(p=2, m=8\) are unreadable; re-run"):
+        open_results(store)
+    # Resume: the same sweep recomputes exactly the damaged units and the one not done.
     report = run_sweep(spec_of("comm.mode=contention"), store, "yaml", progress=False)
-    assert report.units_run == 3 and report.complete
+    assert report.units_run == 4 and report.complete
     assert values(store) == values(reference)
 
 
@@ -234,7 +238,7 @@ def test_verify_names_damage_analyze_says_one_line_and_repair_restores(tmp_path,
     _damage(store)
     found = command("ppsweep.verify", str(store))
     assert found.returncode == 1 and error_lines(found.stderr) == [
-        f"error: {store}: 3 damaged units (p=2, m=4), (p=4, m=4), (p=4, m=8): the chunks do not match their checksums; "
+        f"error: {store}: 3 damaged units (p=2, m=4), (p=4, m=4), (p=4, m=8): chunks unreadable or not matching their checksums; "
         f"python -m ppsweep.verify {store} --repair recomputes them"
     ]
     analyze = command("ppsweep.analyze", str(store), "--no-figures")
