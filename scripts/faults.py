@@ -216,7 +216,7 @@ def fault_concurrent(checker: Checker, out: Path, rng: random.Random, typical: f
     writers = rng.choice([2, 3])
     processes = [subprocess.Popen(sweep_args(out, []), cwd=ROOT, env=ENV, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
                  for _ in range(writers)]
-    time.sleep(rng.uniform(0, typical))
+    time.sleep(rng.uniform(0, typical / 3))  # while the writers run (most of a run is start-up)
     intruder_args = OTHER + (["overwrite=true"] if rng.random() < 0.7 else [])
     intruder = subprocess.Popen(sweep_args(out, intruder_args), cwd=ROOT, env=ENV, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     killed = False
