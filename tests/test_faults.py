@@ -288,7 +288,7 @@ def test_runaway_grids_are_refused_with_the_estimate_and_the_key_that_overrides(
     assert status == 2 and len(lines) == 1
     assert lines[0].startswith("error: limits.memory_gb: this sweep needs about") and "limits.memory_gb=N" in lines[0]
     assert "estimate: 4 tables" in lines[0] and "operations" in lines[0] and "store" in lines[0] and "time" in lines[0]
-    status = run(compose_config([*GRID, "name=grid", f"results_dir={tmp_path}", "m=[1000000]", "limits.hours=1"]))
+    status = run(compose_config([*GRID, "name=grid", f"results_dir={tmp_path}", "m=[1000000]", "limits.hours=0.01"]))
     lines = error_lines(capsys.readouterr().err)
     assert status == 2 and lines[0].startswith("error: limits.") and "estimate:" in lines[0]
     assert not list(tmp_path.iterdir())
