@@ -100,13 +100,23 @@ def run_outcome(cfg: Any) -> dict:
                 "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
             )
 
+    from ppsweep.estimate import check_limits, estimate
+
+    spec = plan.spec
+    units = plan.units
+    figures = estimate(spec, units)
+    if plan.dry_run:
+        return say(f"{figures.line()}; dry run: nothing computed, {where} untouched")
+    try:
+        check_limits(figures, plan.limits, plan.path)
+    except ValueError as error:
+        return fail(2, str(error))
     from ppsweep.runner import configure_jax, run_sweep
 
     configure_jax(plan.compilation_cache)
-    spec = plan.spec
-    units = plan.units
     part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(units)} units) of "
     print(f"sweep {spec.name}: {part}{spec.n_points:,} points in {len(spec.units())} units -> {where}", file=sys.stderr, flush=True)
+    print(figures.line(), file=sys.stderr, flush=True)
     try:
         report = run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),

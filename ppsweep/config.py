@@ -51,7 +51,35 @@ TABLE_DIMS = ("schedule", "p", "m")
 #: Dimensions no per-point variable has: only ``fits`` (README, "Memory and the fastest schedule that fits").
 CAPACITY_DIMS = ("memory_capacity",)
 #: Config keys that belong to one job, not to the sweep: left out of the store's ``config``.
-JOB_KEYS = ("shard", "finalize")
+JOB_KEYS = ("shard", "finalize", "dry_run")
+
+# ---- the store's identity ------------------------------------------------------------------------
+# A store's identity (:func:`ppsweep.store.identity`) is built GENERICALLY from every field of the
+# resolved :class:`SweepSpec`: a field added to the spec is part of the identity unless it is
+# named here. Config keys that never reach the spec are listed in RUN_KEYS; a test composes the
+# config and checks that changing any other key changes the identity (tests/test_faults.py).
+#: SweepSpec fields that cannot change a stored value, with the reason.
+NOT_IN_IDENTITY: dict[str, str] = {
+    "name": "names the store's file; the values do not depend on it",
+    "workers": "how many processes evaluate units; every unit's values are the same",
+    "dry_run": "print the estimate only",
+    "limits": "refusal thresholds of the estimate",
+}
+#: Config keys (dotted) that never change a stored value; everything else must reach the spec.
+RUN_KEYS: dict[str, str] = {
+    "name": "the store's file name",
+    "results_dir": "where the store is",
+    "overwrite": "whether to replace the store",
+    "progress": "progress lines",
+    "shards": "how the units are split between jobs",
+    "shard": "which units this job runs",
+    "finalize": "check and mark complete only",
+    "dry_run": "print the estimate only",
+    "engine.compilation_cache": "JAX's cache of compiled code",
+    "engine.workers": "processes evaluating units",
+    "limits": "refusal thresholds of the estimate",
+    "cluster": "resources of the jobs",
+}
 
 
 # ---- the grid ----------------------------------------------------------------------------------
@@ -236,6 +264,8 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     modes = comm.get("mode", "overlap") if isinstance(comm, Mapping) else comm
     comm_axis = isinstance(modes, (list, tuple))
     modes = tuple(modes) if comm_axis else (modes,)
+    if not modes:
+        raise ValueError("comm.mode: must name at least one mode (overlap, blocking, contention, ...), got []")
     compute = cfg.get("compute")
     engine = cfg.get("engine") or {}
     slots = cfg.get("slots") or {}
@@ -317,7 +347,10 @@ def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
     value = cfg.get(key)
     if value is None:
         raise ValueError(f"{key}: missing; give a list, e.g. {key}=[4,8]")
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise ValueError(f"{key}: must list at least one value, e.g. {key}=[4,8], got []")
+    return values
 
 
 def _axis(field_name: str, value: Any, positive: bool, default: float | None = None) -> np.ndarray:
@@ -379,6 +412,9 @@ class Plan:
       compilation_cache: JAX's persistent compilation cache directory, or None.
       workers: processes evaluating units (``engine.workers``); None: ``auto``
         (:func:`ppsweep.parallel.default_workers`). Never part of a store's identity.
+      dry_run: print the estimate (:mod:`ppsweep.estimate`) and stop.
+      limits: ``memory_gb``, ``store_gb``, ``hours``: the estimate's refusal thresholds (None:
+        this machine's memory, the free disk space, no limit).
     """
 
     spec: SweepSpec
@@ -391,6 +427,8 @@ class Plan:
     progress: bool
     compilation_cache: str | None
     workers: int | None = None
+    dry_run: bool = False
+    limits: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def units(self) -> tuple[tuple[int, int], ...]:
@@ -431,7 +469,7 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
     spec = spec_from_config(container)
     shards, shard = check_shards(container.get("shards", 1), container.get("shard"), len(spec.units()))
     flags = {}
-    for key in ("overwrite", "finalize", "progress"):
+    for key in ("overwrite", "finalize", "progress", "dry_run"):
         value = container.get(key, key == "progress")
         if not isinstance(value, bool):
             raise ValueError(f"{key}: must be true or false, got {value!r}")
@@ -448,6 +486,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
     base = Path(base_dir) if base_dir is not None else Path.cwd()
+    directory = base / os.path.expanduser(results_dir)
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"results_dir: {results_dir!r} is a file, not a directory; name a directory (results_dir=results)")
     return Plan(
         spec=spec,
         path=(base / os.path.expanduser(results_dir) / f"{spec.name}.zarr").absolute(),
@@ -459,7 +500,34 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         progress=flags["progress"],
         compilation_cache=cache,
         workers=workers,
+        dry_run=flags["dry_run"],
+        limits=check_limits(container.get("limits")),
     )
+
+
+#: The estimate's refusal thresholds (``limits.KEY`` in the config) and their defaults.
+LIMIT_KEYS = {"memory_gb": None, "store_gb": None, "hours": None}
+
+
+def check_limits(limits: Any) -> dict[str, float | None]:
+    """Validate the ``limits`` block: each of :data:`LIMIT_KEYS` null or a number > 0.
+
+    Raises:
+      ValueError: naming the bad key.
+    """
+    limits = {} if limits is None else limits
+    if not isinstance(limits, Mapping):
+        raise ValueError(f"limits: must map {', '.join(LIMIT_KEYS)} to numbers or null, got {limits!r}")
+    unknown = sorted(set(limits) - set(LIMIT_KEYS))
+    if unknown:
+        raise ValueError(f"limits.{unknown[0]}: unknown limit; accepted: {', '.join(LIMIT_KEYS)}")
+    out: dict[str, float | None] = {}
+    for key, default in LIMIT_KEYS.items():
+        value = limits.get(key, default)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"limits.{key}: must be a number > 0 or null, got {value!r}")
+        out[key] = None if value is None else float(value)
+    return out
 
 
 # ---- composing conf/ -------------------------------------------------------------------------------

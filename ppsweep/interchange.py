@@ -191,14 +191,17 @@ def infer_order(orders: list[list[Op]], *, name: str = "custom") -> ScheduleOrde
 
 
 def _read_rows(path_or_file: PathOrFile) -> list[list[str]]:
+    where = "" if hasattr(path_or_file, "read") else f" {path_or_file}"
     try:
         if hasattr(path_or_file, "read"):
             rows = list(csv.reader(path_or_file))  # type: ignore[arg-type]
-        else:
-            with open(path_or_file, newline="") as handle:  # type: ignore[arg-type]
+        else:  # utf-8-sig: a byte-order mark (spreadsheets write one) is not part of the first cell
+            with open(path_or_file, newline="", encoding="utf-8-sig") as handle:  # type: ignore[arg-type]
                 rows = list(csv.reader(handle))
-    except csv.Error as exc:
-        raise CsvTableError(f"not a readable CSV file: {exc}") from exc
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise CsvTableError(f"not a readable CSV file{where}: {_one_line(str(exc))} (expected UTF-8 text)") from None
+    if rows and rows[0] and rows[0][0].startswith("\ufeff"):
+        rows[0][0] = rows[0][0][1:]  # an open file that kept the byte-order mark
     while rows and not rows[-1]:
         rows.pop()  # trailing blank lines; blank lines in the middle and rows of empty cells are idle ranks
     if not rows:

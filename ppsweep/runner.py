@@ -1,9 +1,14 @@
 """Run a sweep into its store: units of work evaluated, written as they finish.
 
-Units are evaluated in this process or, for larger sweeps, in worker processes on every core
+Units are evaluated in this process or, with ``engine.workers > 1``, in worker processes
 (:mod:`ppsweep.parallel`); writing overlaps computing (one writer thread), and memory stays
 bounded by a few units whatever the grid's size. The run ends with its time split (build,
 compile, evaluate, write: :mod:`ppsweep.timing`).
+
+Several runs of the same sweep may write one store at once (README, "Resume and integrity"):
+each registers as a writer (so ``overwrite=true`` elsewhere refuses), takes a unit's lock before
+computing it and skips units another run holds, re-checks the unit on disk once it has the lock,
+and checks the store's generation before every write. Two identical runs split the units.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
+
 from ppsweep.config import SweepSpec
-from ppsweep.progress import Progress
-from ppsweep.store import done_units, finish_store, open_for_sweep, write_unit
 from ppsweep.parallel import default_workers, evaluate_units
+from ppsweep.progress import Progress
+from ppsweep.store import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, write_unit
 from ppsweep.timing import describe, phase, take
 
 _JAX_CONFIGURED = False
@@ -109,28 +116,65 @@ def run_sweep(
     total = len(spec.units())
     points_per_unit = spec.n_points // total
     start = time.perf_counter()
-    writing: Future | None = None
     split: Counter = Counter()
     take()
+    computed = 0
     if pending:
         n_workers = default_workers(len(pending)) if workers is None else workers
         bar = Progress(len(pending), points_per_unit) if progress else None
-        with ThreadPoolExecutor(max_workers=1) as writer:
-            for i, j, results, seconds in evaluate_units(spec, pending, n_workers, compilation_cache):
-                split.update(seconds)
-                if writing is not None:
-                    writing.result()
-                writing = writer.submit(_write, group, spec, i, j, results)
-                if bar is not None:
-                    bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
+        generation = (path, str(group.attrs["generation"]))
+        with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
+            writing: Future | None = None
+            queue, wait = list(pending), False
+            while queue:
+                busy = []  # units another run is computing now: waited for after the others
+                position = 0
+                while position < len(queue):
+                    # Lock a batch (one unit per worker process), then evaluate it.
+                    mine: dict[tuple[int, int], filelock.BaseFileLock] = {}
+                    while position < len(queue) and len(mine) < max(1, n_workers):
+                        i, j = queue[position]
+                        position += 1
+                        lock = unit_lock(path, i, j)
+                        try:
+                            lock.acquire(timeout=-1 if wait else 0)
+                        except filelock.Timeout:
+                            busy.append((i, j))
+                            continue
+                        if not pending_units(group, [(i, j)]):  # another run wrote it meanwhile
+                            lock.release()
+                            continue
+                        mine[(i, j)] = lock
+                    try:
+                        for i, j, results, unit_seconds in evaluate_units(spec, list(mine), n_workers, compilation_cache):
+                            split.update(unit_seconds)
+                            if writing is not None:
+                                writing.result()
+                            writing = writer.submit(_write_and_release, group, spec, i, j, results, generation, mine.pop((i, j)))
+                            computed += 1
+                            if bar is not None:
+                                bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
+                    except BaseException:
+                        for lock in mine.values():
+                            lock.release()
+                        raise
+                queue, wait = busy, True
             if writing is not None:
                 writing.result()
         if bar is not None:
             bar.close()
-    seconds = time.perf_counter() - start if pending else 0.0
+    seconds = time.perf_counter() - start if computed else 0.0
     split.update(take())  # this process: writes (and units evaluated here)
-    if say is not None and pending:
+    if say is not None and computed:
         say(describe(split))
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())
-    return SweepReport(path, len(pending), total, len(pending) * points_per_unit, seconds, complete, missing)
+    return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing)
+
+
+def _write_and_release(group, spec: SweepSpec, i: int, j: int, results: dict, generation: tuple, lock) -> None:
+    """Write one unit (:func:`ppsweep.store.write_unit`), then release its lock, whatever happens."""
+    try:
+        write_unit(group, spec, i, j, results, generation)
+    finally:
+        lock.release()

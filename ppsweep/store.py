@@ -14,13 +14,27 @@ fingerprint). After that, each process writes only the chunks of its own units (
 temporary name and renames it into place, so a kill, a full disk or an I/O error leaves each
 chunk either old or new, never torn.
 
+Identity (:func:`identity`): every field of the :class:`SweepSpec` (generically; only
+``ppsweep.config.NOT_IN_IDENTITY`` is left out), the store format and the ppsweep version. A run
+of another identity is refused, naming the first setting that differs.
+
+Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`), then its
+``done`` flag. Resume (:func:`pending_units`), :func:`open_results` and ``python -m
+ppsweep.verify`` compare every finished unit with its checksum (:func:`damaged_units`).
+
+Writers (:mod:`ppsweep.runner`): a run registers itself (:func:`registered_writer`) and locks each
+unit while it computes and writes it (:func:`unit_lock`), in ``.NAME.zarr.locks/`` beside the
+store; ``overwrite`` refuses while a writer is registered; each layout has a new ``generation``,
+checked before a unit's values and before its done flag (:func:`check_generation`).
+
 Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
-``fingerprint`` (hash of everything that shapes the numbers), ``created``, ``finished`` and
-``complete``.
+``fingerprint`` (digest of the identity), ``identity`` (JSON), ``generation``, ``created``,
+``finished`` and ``complete``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -29,19 +43,22 @@ import shutil
 import time
 import uuid
 import warnings
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import filelock
 import numpy as np
 import xarray as xr
 import zarr
 
-from ppsweep.config import DIMENSIONS, SweepSpec, unit_region
+from ppsweep.config import DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
 
 #: Version of the store layout; a store of another format is refused.
-STORE_FORMAT = 1
+#: 2: ``checksum`` per unit, ``identity`` and ``generation`` attributes.
+STORE_FORMAT = 2
 
 #: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
 #: Dimensions by kind: ``SweepSpec.dims_of(kind)`` ("point", "table", "memory": per recomputation mode).
@@ -89,23 +106,88 @@ class IncompleteStoreWarning(UserWarning):
     """Opening a store whose sweep has not finished."""
 
 
-def fingerprint(spec: SweepSpec) -> str:
-    """Hash of every input that shapes the store's numbers (grid, costs, slots, options, dtype)."""
+#: Config names of SweepSpec fields whose config key differs from the field's name (messages only).
+_CONFIG_NAMES = {
+    "comm": "comm.mode",
+    "comm_axis": "comm.mode (a list: a comm dimension)",
+    "f_slots": "slots.f",
+    "b_slots": "slots.b",
+    "dtype": "engine.dtype",
+    "chunk": "engine.chunk",
+    "method": "engine.method",
+}
+
+
+def _canonical(value: Any, where: str) -> Any:
+    """``value`` as plain JSON data, exactly (floats by ``repr``, so every bit counts)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+    if isinstance(value, np.ndarray):
+        return [_canonical(x, where) for x in value.tolist()]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v, f"{where}.{k}") for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(x, where) for x in value]
+    if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, str):
+        return value if not isinstance(value, np.bool_) else bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    raise TypeError(f"{where}: cannot put a {type(value).__name__} into the store's identity; teach ppsweep.store._canonical")
+
+
+def identity(spec: SweepSpec) -> dict[str, Any]:
+    """Everything that can change one of the store's bits, as plain JSON data.
+
+    Every field of ``spec`` is in it (generically: a field added to :class:`SweepSpec` is covered
+    without being named here) except those of :data:`ppsweep.config.NOT_IN_IDENTITY`; plus the
+    store format and the ppsweep version.
+    """
     from ppsweep import __version__
 
-    data = {
-        "coords": {k: [str(x) for x in v.tolist()] for k, v in spec.coords().items()},
-        "model": asdict(spec.model),
-        "system": asdict(spec.system),
-        "options": spec.schedule_options,
-        "slots": [spec.f_slots, spec.b_slots],
-        "dtype": spec.dtype,
-        "store_format": STORE_FORMAT,
-        "version": __version__,
-    }
-    if spec.noise.enabled:  # only then: noise-free stores keep their identity
-        data["noise"] = spec.noise.to_mapping()
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec) if f.name not in NOT_IN_IDENTITY}
+    data["store_format"] = STORE_FORMAT
+    data["ppsweep_version"] = __version__
+    return data
+
+
+def fingerprint(spec: SweepSpec) -> str:
+    """Digest of :func:`identity`: equal exactly when two sweeps write the same values."""
+    return _digest(identity(spec))
+
+
+def _digest(data: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def identity_difference(stored: dict[str, Any], current: dict[str, Any]) -> str:
+    """The first setting that differs, ``"comm.mode: store has contention, this run overlap"``."""
+
+    def flat(data: Any, prefix: str) -> dict[str, Any]:
+        if isinstance(data, dict):
+            out: dict[str, Any] = {}
+            for key, value in data.items():
+                out.update(flat(value, f"{prefix}.{key}" if prefix else key))
+            return out
+        return {prefix: data}
+
+    a, b = flat(stored, ""), flat(current, "")
+    for key in sorted(set(a) | set(b), key=lambda k: (k.split(".")[0] not in ("schedules", "p", "m"), k)):
+        if a.get(key, "(absent)") != b.get(key, "(absent)"):
+            head, _, rest = key.partition(".")
+            name = _CONFIG_NAMES.get(head, head) + (f".{rest}" if rest else "")
+            return f"{name}: store has {_show(a.get(key, '(absent)'))}, this run {_show(b.get(key, '(absent)'))}"
+    return "identity differs"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, list):
+        text = ", ".join(str(x) for x in value)
+        return f"[{text}]" if len(text) <= 60 else f"{len(value)} values [{value[0]} ... {value[-1]}]"
+    return str(value)
 
 
 def _now() -> str:
@@ -133,11 +215,11 @@ def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> 
       The open zarr group.
     """
     path = Path(path)
-    _build_and_move(path, spec, config_yaml, fingerprint(spec), replace=True)
+    _build_and_move(path, spec, config_yaml, replace=True)
     return zarr.open_group(str(path), mode="r+")
 
 
-def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, identity: str, replace: bool) -> bool:
+def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, replace: bool) -> bool:
     """Build the layout in a temporary directory and rename it to ``path``.
 
     Returns:
@@ -149,7 +231,7 @@ def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, identity: str
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp = path.with_name(f".{path.name}.creating-{tag}")
     try:
-        _write_layout(tmp, spec, config_yaml, identity)
+        _write_layout(tmp, spec, config_yaml)
         if replace and (path.exists() or path.is_symlink()):
             trash = path.with_name(f".{path.name}.replaced-{tag}")
             os.rename(path, trash)
@@ -180,7 +262,7 @@ def _remove_stale_temporaries(path: Path, age_s: float = 3600.0) -> None:
                 pass
 
 
-def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) -> None:
+def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
     """Coordinates, empty arrays (one chunk per unit), ``done`` and the attributes, at ``path``."""
     dataset = xr.Dataset(coords=spec.coords())
     for name in dataset.coords:
@@ -213,6 +295,15 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
         dimension_names=("p", "m"),
         attributes={"long_name": "unit of work (p, m) completely written"},
     )
+    group.create_array(
+        CHECKSUM,
+        shape=spec.shape(("p", "m")),
+        chunks=(1, 1),
+        dtype="uint64",
+        fill_value=0,
+        dimension_names=("p", "m"),
+        attributes={"long_name": "digest of the unit's values, written just before its done flag (ppsweep.verify)"},
+    )
     from ppsweep import __version__
 
     group.attrs.update(
@@ -221,7 +312,9 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, identity: str) 
             "config": config_yaml,
             "ppsweep_version": __version__,
             "store_format": STORE_FORMAT,
-            "fingerprint": identity,
+            "fingerprint": fingerprint(spec),
+            "identity": json.dumps(identity(spec), sort_keys=True),
+            "generation": uuid.uuid4().hex,
             "created": _now(),
             "complete": False,
             "schedule_options": _schedule_options(spec),
@@ -247,9 +340,10 @@ def open_for_sweep(
 ) -> tuple[zarr.Group, list[tuple[int, int]]]:
     """Open (or create) the store of ``spec`` and list the units still to run.
 
-    A store written by the same sweep resumes: finished units are skipped. A store of another
-    grid, config or format is refused. Safe to call from several processes at once (shards):
-    the layout is created by exactly one of them.
+    A store written by the same sweep resumes: finished units whose values match their checksum
+    are skipped; damaged ones are run again. A store of another identity or format is refused,
+    naming what differs. Safe to call from several processes at once (shards): the layout is
+    created by exactly one of them. ``overwrite`` refuses while another run writes the store.
 
     Args:
       path: the ``.zarr`` directory.
@@ -260,62 +354,212 @@ def open_for_sweep(
         None: all of them.
 
     Returns:
-      The open group and those of ``units`` not yet done.
+      The open group and those of ``units`` not yet done (or damaged).
 
     Raises:
-      StoreError: the store belongs to another sweep or format, or is not a ppsweep store
-        (the message says how to proceed).
+      StoreError: the store belongs to another sweep or format, is not a ppsweep store, or
+        another run is writing it while ``overwrite`` asks to replace it.
     """
     path = Path(path)
     units = spec.units() if units is None else list(units)
-    identity = fingerprint(spec)
-    if overwrite or not path.exists():  # replace=False: another process may have made it first
-        _build_and_move(path, spec, config_yaml, identity, replace=overwrite)
-    group = _check_store(path, identity)
-    done = np.asarray(group["done"][...])
-    pending = [(i, j) for i, j in units if not done[i, j]]
-    return group, pending
+    if overwrite:
+        with _registry(path):
+            writers = active_writers(path)
+            if writers:
+                raise StoreError(
+                    f"{path}: another run is writing this store ({writers} writer{'s' if writers > 1 else ''} active); "
+                    "overwrite=true refuses to replace it under them: wait for it to end, or stop it first"
+                )
+            _build_and_move(path, spec, config_yaml, replace=True)
+    elif not path.exists():  # replace=False: another process may have made it first
+        _build_and_move(path, spec, config_yaml, replace=False)
+    group = check_store(path, spec)
+    return group, pending_units(group, units)
+
+
+def pending_units(group: zarr.Group, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Those of ``units`` not done, or done but damaged (:func:`damaged_units`)."""
+    done = done_units(group)
+    finished = [(i, j) for i, j in units if done[i, j]]
+    damaged = set(damaged_units(group, finished))
+    return [(i, j) for i, j in units if not done[i, j] or (i, j) in damaged]
 
 
 def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
     """Open the existing store at ``path`` for writing, if it is ``spec``'s.
 
     Raises:
-      StoreError: unreadable, not a ppsweep store, another format, or another sweep.
+      StoreError: unreadable, not a ppsweep store, another format, or another sweep (naming the
+        first setting that differs).
     """
-    return _check_store(Path(path), fingerprint(spec))
+    path = Path(path)
+    group = open_store(path, mode="r+")
+    attrs = dict(group.attrs)
+    if attrs["fingerprint"] != fingerprint(spec):
+        try:
+            difference = identity_difference(json.loads(attrs.get("identity", "{}")), identity(spec))
+        except (TypeError, ValueError):
+            difference = "identity differs"
+        raise StoreError(
+            f"{path}: written by a different sweep ({difference}); "
+            "pass overwrite=true to replace it, or choose another name=..."
+        )
+    return group
 
 
-def _check_store(path: Path, identity: str) -> zarr.Group:
-    """:func:`check_store` against the fingerprint ``identity``."""
+def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """The zarr group of the ppsweep store at ``path``.
+
+    Args:
+      path: the ``.zarr`` directory.
+      mode: zarr's open mode (``r`` or ``r+``).
+
+    Returns:
+      The open group.
+
+    Raises:
+      StoreError: one line: no store there, unreadable, not a ppsweep store, or another format.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
     try:
-        group = zarr.open_group(str(path), mode="r+")
+        group = zarr.open_group(str(path), mode=mode)
         attrs = dict(group.attrs)
     except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise StoreError(f"{path}: not a readable ppsweep store ({reason}); pass overwrite=true to replace it") from None
-    if "done" not in group or "fingerprint" not in attrs:
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); pass overwrite=true to replace it") from None
+    if "fingerprint" not in attrs or "done" not in group:
         raise StoreError(f"{path}: not a ppsweep results store; pass overwrite=true to replace it, or choose another name=...")
     if attrs.get("store_format") != STORE_FORMAT:
         raise StoreError(
             f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
             f"cannot be resumed by this ppsweep (format {STORE_FORMAT}); pass overwrite=true to recompute it"
         )
-    if attrs["fingerprint"] != identity:
-        raise StoreError(
-            f"{path}: written by a different sweep (grid, costs or options differ); "
-            "pass overwrite=true to replace it, or choose another name=..."
-        )
     return group
 
 
 def done_units(group: zarr.Group) -> np.ndarray:
-    """The ``(p, m)`` boolean array of finished units."""
-    return np.asarray(group["done"][...], dtype=bool)
+    """The ``(p, m)`` boolean array of finished units (a unit whose ``done`` chunk is unreadable is not)."""
+    array = group["done"]
+    try:
+        return np.asarray(array[...], dtype=bool)
+    except Exception:  # noqa: BLE001 - a damaged done chunk: that unit is not done, the others are read one by one
+        done = np.zeros(array.shape, dtype=bool)
+        for i, j in np.ndindex(*array.shape):
+            with contextlib.suppress(Exception):
+                done[i, j] = bool(array[i, j])
+        return done
 
 
-def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, results: dict[str, np.ndarray]) -> None:
-    """Write one unit's chunks, then mark the unit done (so a kill never leaves it half-marked).
+# ---- integrity: one checksum per unit, written just before its done flag -------------------------
+#: The per-unit digest array.
+CHECKSUM = "checksum"
+
+
+def stored_variables(present: Any = None) -> list[str]:
+    """Names of the arrays a unit writes (and its checksum covers), in a fixed order.
+
+    Args:
+      present: a store (group), a unit's results or any container of names: only the names in it
+        (a store has ``t_sim_nominal`` only with noise and ``fits`` only with a capacity axis);
+        None: every name a store can have.
+    """
+    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits"]
+    return [name for name in names if present is None or name in present]
+
+
+def unit_checksum(values: Mapping[str, np.ndarray]) -> int:
+    """Digest of one unit's values as the store holds them (float64 / bool; every NaN alike).
+
+    Args:
+      values: ``name -> array`` for every name of :func:`stored_variables`.
+
+    Returns:
+      A non-zero 64-bit integer (0 is the checksum array's fill value: "none written").
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for name in stored_variables(values):
+        boolean = name in ("valid", "fits")
+        array = np.asarray(values[name], dtype=bool if boolean else np.float64)
+        if not boolean:
+            array = np.where(np.isnan(array), np.nan, array)  # one NaN bit pattern (empty chunks read as the fill)
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return int.from_bytes(digest.digest(), "little") or 1
+
+
+def read_unit(group: zarr.Group, p_index: int, m_index: int) -> dict[str, np.ndarray]:
+    """One unit's values as stored (``name -> array``, ``p`` and ``m`` of length 1)."""
+    out = {}
+    for name in stored_variables(group):
+        array = group[name]
+        out[name] = np.asarray(array[unit_region(array.metadata.dimension_names, p_index, m_index)])
+    return out
+
+
+def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """Finished units whose chunks do not match their checksum (or cannot be read).
+
+    Args:
+      group: an open store.
+      units: the units to check; None: every finished unit.
+
+    Returns:
+      The damaged ones, in the order given.
+    """
+    done = done_units(group)
+    if units is None:
+        units = [tuple(u) for u in np.argwhere(done).tolist()]
+    try:
+        stored = np.asarray(group[CHECKSUM][...], dtype=np.uint64)
+    except Exception:  # noqa: BLE001 - an unreadable checksum chunk: check unit by unit below
+        stored = None
+    damaged = []
+    for i, j in units:
+        try:
+            expected = int(stored[i, j]) if stored is not None else int(group[CHECKSUM][i, j])
+            ok = expected != 0 and unit_checksum(read_unit(group, i, j)) == expected
+        except Exception:  # noqa: BLE001 - a truncated or foreign chunk is damage, whatever the codec says
+            ok = False
+        if not ok:
+            damaged.append((i, j))
+    return damaged
+
+
+def unreadable_done_units(group: zarr.Group) -> list[tuple[int, int]]:
+    """Units whose ``done`` chunk cannot be read (they count as not done, see :func:`done_units`)."""
+    array = group["done"]
+    try:
+        array[...]
+        return []
+    except Exception:  # noqa: BLE001 - find which
+        pass
+    out = []
+    for i, j in np.ndindex(*array.shape):
+        try:
+            array[i, j]
+        except Exception:  # noqa: BLE001 - any decoding error
+            out.append((i, j))
+    return out
+
+
+def describe_units(spec_or_group: Any, units: list[tuple[int, int]], most: int = 4) -> str:
+    """``"(p=4, m=8), (p=8, m=16)"`` for the units ``(p index, m index)`` (the first ``most``)."""
+    p, m = np.asarray(spec_or_group["p"][...]), np.asarray(spec_or_group["m"][...])
+    text = ", ".join(f"(p={int(p[i])}, m={int(m[j])})" for i, j in units[:most])
+    return text + (f" and {len(units) - most} more" if len(units) > most else "")
+
+
+def write_unit(
+    group: zarr.Group,
+    spec: SweepSpec,
+    p_index: int,
+    m_index: int,
+    results: dict[str, np.ndarray],
+    generation: tuple[Path, str] | None = None,
+) -> None:
+    """Write one unit's chunks, then its checksum, then mark it done (a kill never leaves it half-marked).
 
     Args:
       group: the open store.
@@ -323,11 +567,98 @@ def write_unit(group: zarr.Group, spec: SweepSpec, p_index: int, m_index: int, r
       p_index, m_index: the unit.
       results: :func:`ppsweep.sweep.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
         ``spec.table_dims``, as the store's arrays are named).
+      generation: ``(path, generation)``: checked before the values and before the done flag;
+        the store must still be the one this run opened (:func:`check_generation`).
+
+    Raises:
+      StoreError: the store was replaced since it was opened.
     """
-    for name in list(variables(spec)) + list(booleans(spec)):
+    if generation is not None:
+        check_generation(*generation)
+    for name in stored_variables(results):
         array = group[name]
         array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
+    if generation is not None:
+        check_generation(*generation)
+    group[CHECKSUM][p_index, m_index] = unit_checksum(results)
     group["done"][p_index, m_index] = True
+
+
+# ---- writers: a generation per layout, a lock per unit, a registration per run --------------------
+def store_generation(path: str | os.PathLike) -> str | None:
+    """The ``generation`` attribute on disk now (a new one each time a layout is created), or None."""
+    try:
+        with open(Path(path) / "zarr.json", encoding="utf-8") as f:
+            return json.load(f).get("attributes", {}).get("generation")
+    except (OSError, ValueError):
+        return None
+
+
+def check_generation(path: str | os.PathLike, generation: str) -> None:
+    """Raise :class:`StoreError` unless the store at ``path`` is still the layout of ``generation``."""
+    if store_generation(path) != generation:
+        raise StoreError(
+            f"{path}: the store was replaced or removed while this run was writing it (another run with "
+            "overwrite=true?); this run stopped before writing into it"
+        )
+
+
+def locks_dir(path: str | os.PathLike) -> Path:
+    """Directory of the store's lock files, beside it (``.NAME.zarr.locks``): replacing the store keeps it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.locks")
+
+
+def _lock(file: Path) -> filelock.BaseFileLock:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(str(file), thread_local=False)
+
+
+@contextlib.contextmanager
+def _registry(path: Path) -> Iterator[None]:
+    """Held while a writer registers and while ``overwrite`` checks for writers and replaces."""
+    with _lock(locks_dir(path) / "registry.lock"):
+        yield
+
+
+def active_writers(path: str | os.PathLike) -> int:
+    """Runs writing the store at ``path`` now (their registration locks are held); stale files are removed."""
+    count = 0
+    for file in sorted(locks_dir(path).glob("writer-*.lock")):
+        lock = _lock(file)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            count += 1
+            continue
+        lock.release()
+        with contextlib.suppress(OSError):
+            file.unlink()
+    return count
+
+
+@contextlib.contextmanager
+def registered_writer(path: str | os.PathLike) -> Iterator[None]:
+    """Register this run as a writer of the store at ``path`` for the ``with`` block.
+
+    While registered, ``overwrite=true`` from another run refuses. The registration is a lock
+    held by this process: it ends with the process, however that ends.
+    """
+    path = Path(path)
+    with _registry(path):
+        lock = _lock(locks_dir(path) / f"writer-{os.getpid()}-{uuid.uuid4().hex[:8]}.lock")
+        lock.acquire(timeout=0)
+    try:
+        yield
+    finally:
+        lock.release()
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink()
+
+
+def unit_lock(path: str | os.PathLike, p_index: int, m_index: int) -> filelock.BaseFileLock:
+    """The lock of unit ``(p_index, m_index)``: held while a run computes and writes it."""
+    return _lock(locks_dir(path) / f"unit-{p_index}-{m_index}.lock")
 
 
 def finish_store(group: zarr.Group, path: str | os.PathLike) -> bool:
@@ -351,28 +682,48 @@ def missing_units(dataset: xr.Dataset) -> int:
     return int((~dataset["done"].values).sum())
 
 
-def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = None) -> xr.Dataset:
-    """Open a results store lazily with xarray.
+def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, verify: bool = True, chunks: Any = None) -> xr.Dataset:
+    """Open a results store lazily with xarray, after checking it.
 
     Args:
       path: the ``.zarr`` directory.
       allow_incomplete: open an unfinished store with an :class:`IncompleteStoreWarning`
         saying how much is missing (its unfinished units read as NaN / not valid); if False,
         raise :class:`StoreError` instead.
+      verify: check every finished unit against its checksum first (reads the whole store once).
       chunks: passed to :func:`xarray.open_zarr`: None (default) for no dask, ``{}`` for dask
         arrays with the store's own chunks (one per unit), or a mapping of dimension to size.
 
     Returns:
       The dataset (lazily loaded; dask-backed unless ``chunks`` is None).
+
+    Raises:
+      StoreError: no store, not a ppsweep store (or unreadable), or damaged units (named, with
+        the command that repairs them); always one line.
     """
     path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        dataset = xr.open_zarr(str(path), chunks=chunks)
-    if "done" not in dataset:
-        raise StoreError(f"{path}: not a ppsweep results store (no 'done' variable)")
+    group = open_store(path)
+    unreadable = unreadable_done_units(group)
+    if unreadable:  # a damaged done chunk would raise inside the analysis later
+        raise StoreError(
+            f"{path}: the done flags of units {describe_units(group, unreadable)} are unreadable; "
+            "re-run the sweep's command to recompute those units"
+        ) from None
+    if verify:
+        damaged = damaged_units(group)
+        if damaged:
+            raise StoreError(
+                f"{path}: {len(damaged)} damaged unit{'s' if len(damaged) > 1 else ''} {describe_units(group, damaged)}: "
+                f"the chunks do not match the checksum written with them; "
+                f"python -m ppsweep.verify {path} --repair recomputes them"
+            )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            dataset = xr.open_zarr(str(path), chunks=chunks)
+    except Exception as error:  # noqa: BLE001 - one line whatever xarray or zarr raise
+        reason = str(error).splitlines()[0] if str(error) else ""
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason})") from None
     missing = missing_units(dataset)
     if missing:
         total = int(dataset["done"].size)

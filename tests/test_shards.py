@@ -47,8 +47,12 @@ def compose_cfg(*overrides: str):
     return compose_config([*GRID, *overrides])
 
 
+#: Subprocesses import this checkout's ppsweep whatever their directory (not an installed copy).
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 def ppsweep(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ppsweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "ppsweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
 def store_files(path: Path) -> dict[str, bytes]:
@@ -183,7 +187,7 @@ def test_full_disk_mid_unit_keeps_finished_units_and_resumes(tmp_path, reference
     async def failing_set(self, key, value, *args, **kwargs):
         if "/c/" in key:
             writes["chunks"] += 1
-            if writes["chunks"] > 20:  # unit 1 (15 chunks) written, unit 2 half-way
+            if writes["chunks"] > 24:  # coordinates (5 chunks) and unit 1 (16 with its checksum) written, unit 2 half-way
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return await original(self, key, value, *args, **kwargs)
 
@@ -329,7 +333,7 @@ def test_multirun_refuses_a_bad_shard_before_launching_anything(tmp_path):
 
 def test_a_killed_shard_is_reported_in_one_line_and_resumes(tmp_path, reference):
     args = [*GRID, "name=grid", "results_dir=out", "shards=2", "hydra/launcher=local", "--multirun"]
-    parent = subprocess.Popen([sys.executable, "-m", "ppsweep", *args], cwd=tmp_path, stdout=subprocess.PIPE,
+    parent = subprocess.Popen([sys.executable, "-m", "ppsweep", *args], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     killed = None
     deadline = time.monotonic() + 120

@@ -95,8 +95,8 @@ class ShardsCallback(Callback):
             shards = swept_shards(shard_line, plan.shards)
         except ValueError as error:
             exit_with(2, f"error: {error}")
-        if plan.finalize:
-            return  # each job only checks; on_multirun_end reports
+        if plan.finalize or plan.dry_run:
+            return  # each job only checks (or prints its estimate); on_multirun_end reports
         from ppsweep.shards import finalize
         from ppsweep.store import StoreError, open_for_sweep
 
