@@ -61,9 +61,6 @@ JOB_KEYS = ("shard", "finalize", "dry_run")
 #: SweepSpec fields that cannot change a stored value, with the reason.
 NOT_IN_IDENTITY: dict[str, str] = {
     "name": "names the store's file; the values do not depend on it",
-    "workers": "how many processes evaluate units; every unit's values are the same",
-    "dry_run": "print the estimate only",
-    "limits": "refusal thresholds of the estimate",
 }
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {

@@ -97,6 +97,17 @@ ALTERNATIVES = {
     "engine.dtype": "float32",
     "engine.method": "scan",
     "system.memory_capacity": 1.0e12,
+    "model.recompute": "selective",
+    "model.stage_layers": "balanced",
+    "model.ffn_hidden": 8192,
+    "model.kv_heads": 8,
+    "model.mlp": "swiglu",
+    "model.norm": "rmsnorm",
+    "recompute": ["none", "full"],
+    "memory_capacity": [8.0e10],
+    "noise.compute.dist": "normal",
+    "noise.message.dist": "normal",
+    "noise.straggler.workers": [0],
 }
 
 
