@@ -201,7 +201,12 @@ def simulate_costs(
     check_method(method)
     if not (isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1):
         raise ValueError(f"engine.chunk: must be an integer >= 1 (points per scan tile), got {chunk!r}")
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype!r}") from None
+    if dtype not in TIE_TOLERANCE:
+        raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype.name}")
     costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
                      t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
     batch = costs.batch

@@ -182,3 +182,13 @@ def test_import_leaves_jax_x64_flag_alone():
         "assert r.t_sim.dtype == 'float64' and abs(float(r.t_sim) - 9.0 - 2.2e-9) < 1e-13, repr(r.t_sim)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bad_dtype_and_chunk_are_one_line_errors():
+    table = build_schedule("1f1b", 2, 2)
+    with pytest.raises(ValueError, match=r"engine\.dtype: must be float64 or float32, got int32"):
+        simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, dtype=np.int32)
+    with pytest.raises(ValueError, match=r"engine\.chunk: must be an integer >= 1"):
+        simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, chunk=0)
+    scalar = simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, method="scan")  # scalars on the scan
+    assert scalar.t_sim.shape == () and scalar.t_sim > 0
