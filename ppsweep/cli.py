@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 
 def find_conf_dir():  # noqa: ANN201 - see ppsweep.config.find_conf_dir
@@ -156,9 +156,19 @@ def _task(cfg: Any) -> dict | None:
     if in_multirun_job():
         return run_outcome(cfg)  # the launcher reports failures; a job never exits the process
     status = run(cfg)
+    if status == 130:  # interrupted: the run has finished its writes and said so in one line
+        _exit_now(130)
     if status:
         sys.exit(status)
     return None
+
+
+def _exit_now(status: int) -> NoReturn:
+    """Flush and leave with ``status`` at once: after a Ctrl-C, interpreter shutdown (Hydra's and
+    JAX's handlers and threads) could otherwise end the process as ``-SIGINT``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _config_dirs(args: Sequence[str]) -> list[str]:
@@ -218,7 +228,4 @@ def main() -> None:
         hydra.main(config_path=str(find_conf_dir()), config_name="config", version_base="1.3")(_task)()
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        # os._exit: nothing is written yet, and a second signal during interpreter shutdown
-        # must not turn the exit status into -SIGINT.
-        os._exit(130)
+        _exit_now(130)  # nothing is written yet
