@@ -16,6 +16,7 @@ with the usage and the available sweeps, and an unknown ``+sweep=`` name with on
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -216,8 +217,18 @@ def check_command_line(args: Sequence[str]) -> str | None:
     return None
 
 
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """Ctrl-C: one line and exit 130 at once. A KeyboardInterrupt raised instead can land in a
+    garbage-collection callback (JAX has one), where Python prints it and carries on; the store
+    needs no cleanup: a unit is marked done only after its values and checksum are written."""
+    print("error: interrupted; units already written stay valid (re-run the same command to resume)",
+          file=sys.stderr, flush=True)
+    _exit_now(130)
+
+
 def main() -> None:
     """Console entry point: ``python -m ppsweep`` / ``ppsweep``."""
+    signal.signal(signal.SIGINT, _on_interrupt)
     try:
         problem = check_command_line(sys.argv[1:])
         if problem is not None:
