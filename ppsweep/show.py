@@ -122,8 +122,8 @@ def _run(args: argparse.Namespace) -> str:
         table = build_schedule(args.schedule, p, m, f_slots=args.f_slots, b_slots=args.b_slots, **values)
         text = header(
             table,
-            bubble_formula(args.schedule, table.p, table.m, **values),
-            peak_activations_formula(args.schedule, table.p, table.m, **values),
+            bubble_formula(args.schedule, table.p, m, **values),  # m as given: a table may run
+            peak_activations_formula(args.schedule, table.p, m, **values),  # half-microbatches (2m)
         )
     text += "\n" + format_table(table)
     if args.csv is not None:

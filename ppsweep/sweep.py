@@ -54,7 +54,8 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         except UnsupportedPointError:
             continue
         with phase("build"):
-            memory = {mode: memory_figures(model, table, m) for mode, model in models.items()}
+            # table.m: chimera@concat=backward_halving runs 2m half-microbatches at the point m
+            memory = {mode: memory_figures(model, table, table.m) for mode, model in models.items()}
         cap = spec.system.memory_capacity  # a scalar cap (never with a recompute dimension)
         if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue

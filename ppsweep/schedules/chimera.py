@@ -49,6 +49,40 @@ workers (worker 0 from ``p/2+1`` to ``(p+4)/3`` stage-activations of ``1/p`` of 
 the bottleneck: workers ``p/2-1`` and ``p/2`` hold ``p/2`` activations of a first-half and ``p/2``
 of a second-half stage at once, i.e. ``p`` for any split. No split shared by both replicas lowers
 that peak.
+
+**More microbatches than workers** (option ``concat``, the paper's section on scaling to more
+micro-batches). With ``m > p`` the units are joined in one of three ways:
+
+- ``direct`` (default): the direct concatenation above. With B twice F it leaves ``p-2`` idle
+  slots per worker per unit (the paper's "intermediate bubbles").
+- ``forward_doubling``: two microbatches of one direction run their forwards together, so that a
+  forward takes as long as a backward and the two directions mesh again. In the table a doubled
+  forward is **two forward cells back to back** on one worker (``F(j, s)`` then ``F(j', s)``; the
+  engine, the reference simulator and the activation figures need nothing new: each cell stores
+  its microbatch's activation and sends its own message when it ends). The price is the paper's:
+  twice the activations of ``direct`` (``2p`` per worker instead of ``p``).
+- ``backward_halving``: the same schedule with each microbatch's backward halved instead: the
+  microbatch's forward runs once and its backward in two halves of half the samples each. In the
+  table microbatch ``i`` is two *half-microbatches* ``2i`` and ``2i+1`` (``2m`` in all, the cost
+  model's size ``G/(2m)`` each); their two forward cells back to back are microbatch ``i``'s
+  forward, their two backwards its halved backward. Activations stay those of ``direct``
+  (``2p`` half-microbatches = ``p`` microbatches). In this cost model (linear in the microbatch
+  size) ``backward_halving`` at ``m`` is ``forward_doubling`` at ``2m``, up to the numbering.
+
+Both doubling schedules follow one rule (:func:`doubled_orders`), run in *cells* of one
+backward each (a doubled forward is one cell):
+
+- **warm-up**: a worker runs the next doubled forward of either direction as soon as its input
+  has arrived, the older pair first;
+- **steady state**: a backward whose inputs have arrived always goes first (the oldest); a
+  doubled forward only runs when no backward is ready and the worker then holds at most ``2p``
+  activations (the memory of two units, the cost the paper names);
+- **cool-down**: the remaining backwards.
+
+The rule is a greedy list schedule, not a closed-form diagram: its bubble has no exact closed
+form. :func:`bubble_formula` gives the paper's idealization (a forward cell as long as a backward
+cell, the ``F = B`` diagram's ``p-2`` idle cells per worker and no intermediate bubble); the
+table idles more for ``p >= 4`` (tested: table >= formula, equal for ``p = 2``).
 """
 
 from __future__ import annotations
@@ -61,6 +95,9 @@ from ppsweep.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder
 
 DEFAULT_SPLIT = "1:1"
+DEFAULT_CONCAT = "direct"
+#: Accepted values of the option ``concat``: how units are joined when ``m > p``.
+CONCAT_METHODS = ("direct", "forward_doubling", "backward_halving")
 _SPLIT_PATTERN = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
@@ -84,17 +121,36 @@ def parse_split(split: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def why_unsupported(p: int, m: int, split: str = DEFAULT_SPLIT) -> str | None:
-    """None where Chimera runs: ``p`` even and ``m`` a multiple of ``p``.
+def check_concat(concat: str) -> str:
+    """``concat`` if it is one of :data:`CONCAT_METHODS`.
 
     Raises:
-      ValueError: a malformed ``split`` (a configuration error rather than an unsupported point).
+      ValueError: naming ``concat`` and the accepted values.
+    """
+    if concat not in CONCAT_METHODS:
+        raise ValueError(f"concat: must be one of {', '.join(CONCAT_METHODS)}, got {concat!r}")
+    return concat
+
+
+def why_unsupported(p: int, m: int, split: str = DEFAULT_SPLIT, concat: str = DEFAULT_CONCAT) -> str | None:
+    """None where Chimera runs: ``p`` even and ``m`` a multiple of ``p``; the doubling methods join
+    units, so they need ``m >= 2p``; ``forward_doubling`` also ``m`` a multiple of 4 (each
+    direction pairs its ``m/2`` microbatches).
+
+    Raises:
+      ValueError: a malformed ``split`` or ``concat`` (a configuration error rather than an
+        unsupported point).
     """
     parse_split(split)
+    check_concat(concat)
     if p % 2:
         return f"p must be even for chimera, got {p}"
     if m % p:
         return f"m must be a multiple of p={p} for chimera (units of p microbatches), got {m}"
+    if concat != "direct" and m < 2 * p:
+        return f"m must be at least 2p={2 * p} for chimera@concat={concat} (it joins units; one unit is direct), got {m}"
+    if concat == "forward_doubling" and m % 4:
+        return f"m must be a multiple of 4 for chimera@concat=forward_doubling (pairs of microbatches per direction), got {m}"
     return None
 
 
@@ -138,6 +194,91 @@ def micro_replicas(p: int, m: int) -> np.ndarray:
     return np.array([(j % p) // (p // 2) for j in range(m)], dtype=np.int64)
 
 
+def direction_pairs(replicas: np.ndarray) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The doubled forwards of each direction: its microbatches in order, two at a time.
+
+    Args:
+      replicas: replica (0 down, 1 up) of every microbatch of the table.
+
+    Returns:
+      ``(down pairs, up pairs)``.
+    """
+    by_direction = [[int(j) for j in np.flatnonzero(replicas == r)] for r in (0, 1)]
+    return tuple([tuple(d[k : k + 2]) for k in range(0, len(d), 2)] for d in by_direction)  # type: ignore[return-value]
+
+
+def doubled_orders(p: int, pairs: tuple[list[tuple[int, int]], list[tuple[int, int]]]) -> tuple[tuple[Op, ...], ...]:
+    """Per-worker orders of the doubling schedules (module docstring: warm-up, steady state, cool-down).
+
+    Time runs in cells of one backward; a doubled forward (two forward cells back to back in the
+    table) is one cell. In every cell each worker takes, in this order of preference:
+
+    1. the oldest backward of either of its two stages whose inputs exist (the next stage's
+       backward of the same microbatch, and its own forward); age is the place of the microbatch
+       in its direction, ties go down first;
+    2. the next doubled forward of a direction whose input exists (the previous stage's doubled
+       forward), the older pair first (down on ties), provided the worker then holds at most
+       ``2p`` activations;
+    3. nothing (an idle cell).
+
+    Args:
+      p: workers (= stages per replica; down stage ``w`` and up stage ``p-1-w`` on worker ``w``).
+      pairs: the doubled forwards of the down and of the up direction (:func:`direction_pairs`).
+
+    Returns:
+      ``orders[w]``, worker ``w``'s operations.
+    """
+    stage_of = lambda w, r: w if r == 0 else p - 1 - w  # noqa: E731
+    cap = 2 * p
+    age = {j: k for d in pairs for k, j in enumerate(j for pair in d for j in pair)}  # place in its direction
+    finished: dict[Op, int] = {}  # operation -> the cell after it
+    orders: list[list[Op]] = [[] for _ in range(p)]
+    next_pair = [[0, 0] for _ in range(p)]
+    held: list[list[list[int]]] = [[[], []] for _ in range(p)]  # per worker and direction, in forward order
+    remaining = sum(len(pair) for d in pairs for pair in d) * 2 * p  # F and B of every microbatch at every stage
+    ready = lambda op, cell: finished.get(op, cell + 1) <= cell  # noqa: E731
+    cell = 0
+    while remaining:
+        if cell > max(finished.values(), default=0):  # nothing ran in the last cell and nothing will
+            raise RuntimeError(f"chimera: the doubling rule deadlocks at p={p} (a bug)")
+        for w in range(p):
+            backward = min(
+                (
+                    (age[j], r, j)
+                    for r in (0, 1)
+                    for j in held[w][r]
+                    if ready(Op(Kind.F, j, stage_of(w, r)), cell)
+                    and (stage_of(w, r) == p - 1 or ready(Op(Kind.B, j, stage_of(w, r) + 1), cell))
+                ),
+                default=None,
+            )
+            if backward is not None:
+                _, r, j = backward
+                op = Op(Kind.B, j, stage_of(w, r))
+                held[w][r].remove(j)
+                run = [op]
+            else:
+                forwards = []
+                for r in (0, 1):
+                    k, s = next_pair[w][r], stage_of(w, r)
+                    if k == len(pairs[r]) or len(held[w][0]) + len(held[w][1]) + len(pairs[r][k]) > cap:
+                        continue
+                    if s == 0 or all(ready(Op(Kind.F, j, s - 1), cell) for j in pairs[r][k]):
+                        forwards.append((k, r))
+                if not forwards:
+                    continue
+                _, r = min(forwards)
+                run = [Op(Kind.F, j, stage_of(w, r)) for j in pairs[r][next_pair[w][r]]]
+                held[w][r] += [op.micro for op in run]
+                next_pair[w][r] += 1
+            orders[w] += run
+            for op in run:
+                finished[op] = cell + 1
+            remaining -= len(run)
+        cell += 1
+    return tuple(tuple(row) for row in orders)
+
+
 def stage_fractions(p: int, split: str = DEFAULT_SPLIT) -> np.ndarray:
     """Share of the layers in each stage, ``(p,)``, the same for both replicas.
 
@@ -148,29 +289,55 @@ def stage_fractions(p: int, split: str = DEFAULT_SPLIT) -> np.ndarray:
     return np.array([a] * half + [b] * half, dtype=float) * (2.0 / (p * (a + b)))
 
 
-def build_order(p: int, m: int, split: str = DEFAULT_SPLIT) -> ScheduleOrder:
-    """Per-worker orders of Chimera (see the module docstring)."""
+def half_microbatch_replicas(p: int, m: int) -> np.ndarray:
+    """Replica of each of the ``2m`` half-microbatches of ``backward_halving``: that of microbatch ``i // 2``."""
+    return np.repeat(micro_replicas(p, m), 2)
+
+
+def build_order(p: int, m: int, split: str = DEFAULT_SPLIT, concat: str = DEFAULT_CONCAT) -> ScheduleOrder:
+    """Per-worker orders of Chimera (see the module docstring).
+
+    With ``concat="backward_halving"`` the order runs ``2m`` half-microbatches (``2i`` and
+    ``2i+1`` are the halves of microbatch ``i``).
+    """
+    check_concat(concat)
     placement = np.array([list(range(p)), list(range(p - 1, -1, -1))], dtype=np.int64)
+    if concat == "direct":
+        n_micro, replicas = m, micro_replicas(p, m)
+        orders = tuple(worker_order(p, m, w) for w in range(p))
+    else:
+        n_micro = m if concat == "forward_doubling" else 2 * m
+        replicas = micro_replicas(p, m) if concat == "forward_doubling" else half_microbatch_replicas(p, m)
+        orders = doubled_orders(p, direction_pairs(replicas))
     return ScheduleOrder(
         name="chimera",
         p=p,
-        m=m,
+        m=n_micro,
         n_stages=p,
-        orders=tuple(worker_order(p, m, w) for w in range(p)),
+        orders=orders,
         placement=placement,
-        micro_replica=micro_replicas(p, m),
+        micro_replica=replicas,
         stage_fractions=stage_fractions(p, split),
-        options={"split": split},
+        options={"split": split, "concat": concat},
     )
 
 
-def bubble_formula(p: int, m: int, split: str = DEFAULT_SPLIT) -> float:
-    """The paper's ``(p-2)/(2m+p-2)``; the table's bubble exactly when F and B take equal slots."""
-    return (p - 2) / (2 * m + p - 2)
+def bubble_formula(p: int, m: int, split: str = DEFAULT_SPLIT, concat: str = DEFAULT_CONCAT) -> float:
+    """Closed-form bubble: the paper's diagram, one forward cell as long as one backward cell.
+
+    - ``direct``: ``(p-2)/(2m+p-2)``, the table's bubble exactly when F and B take equal slots;
+    - ``forward_doubling``: ``m/2`` doubled forwards and ``m`` backwards per worker, ``p-2`` idle
+      cells: ``(p-2)/(3m/2+p-2)`` (no intermediate bubble, the paper's aim);
+    - ``backward_halving``: ``m`` forwards and ``2m`` half backwards: ``(p-2)/(3m+p-2)``.
+
+    The doubling schedules' tables idle more than this for ``p >= 4`` (module docstring).
+    """
+    busy = {"direct": 2 * m, "forward_doubling": 1.5 * m, "backward_halving": 3 * m}[check_concat(concat)]
+    return (p - 2) / (busy + p - 2)
 
 
 def idle_per_worker(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
-    """Idle slots of each worker in the table, in closed form (derived from the ASAP table, checked in tests).
+    """Idle slots of each worker in the ``direct`` table, in closed form (derived from the ASAP table, checked in tests).
 
     With ``r = b_slots / f_slots`` an integer and ``k = m/p`` units: ``f·(p-2)·(1 + (r-1)·k)``.
     With F = B (``r = 1``) that is the diagram's fill and drain, ``p-2``; with B twice F every
@@ -187,7 +354,7 @@ def idle_per_worker(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
 
 
 def table_length(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
-    """Length ``T`` of the table: ``m·(f+b)`` busy slots per worker plus :func:`idle_per_worker`.
+    """Length ``T`` of the ``direct`` table: ``m·(f+b)`` busy slots per worker plus :func:`idle_per_worker`.
 
     For F = B this is ``f·(2m+p-2)``, the paper's diagram; for the default (1, 2) it is
     ``4m + p - 2 - 2m/p`` (``5p-4`` for one unit, ``4p-2`` more per further unit).
@@ -196,7 +363,7 @@ def table_length(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> int:
 
 
 def table_bubble(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> float:
-    """Bubble of the table in closed form, ``idle_per_worker / table_length``.
+    """Bubble of the ``direct`` table in closed form, ``idle_per_worker / table_length``.
 
     For F = B it equals the paper's ``(p-2)/(2m+p-2)``; for the default (1, 2) it is
     ``(p-2)(m+p) / ((p-2)(m+p) + 3mp)``, e.g. ``(2p-4)/(5p-4)`` for one unit.
@@ -204,14 +371,18 @@ def table_bubble(p: int, m: int, f_slots: int = 1, b_slots: int = 2) -> float:
     return idle_per_worker(p, m, f_slots, b_slots) / table_length(p, m, f_slots, b_slots)
 
 
-def peak_activations_formula(p: int, m: int, split: str = DEFAULT_SPLIT) -> float:
-    """``p``: workers ``p/2-1`` and ``p/2`` hold all ``p/2`` down and ``p/2`` up activations of a unit.
+def peak_activations_formula(p: int, m: int, split: str = DEFAULT_SPLIT, concat: str = DEFAULT_CONCAT) -> float:
+    """Peak stored activations of the busiest worker, in the table's own microbatches.
 
-    The edge workers hold ``p/2+1`` (the paper's range ``[p/2+1, p]``); the figure does not grow
-    with ``m`` because a unit's activations are freed before the next unit's reach the middle.
-    It holds for F = B slots and for B = 2·F slots (checked in tests).
+    - ``direct``: ``p``: workers ``p/2-1`` and ``p/2`` hold all ``p/2`` down and ``p/2`` up
+      activations of a unit. The edge workers hold ``p/2+1`` (the paper's range ``[p/2+1, p]``); the
+      figure does not grow with ``m`` because a unit's activations are freed before the next
+      unit's reach the middle. It holds for F = B slots and for B = 2·F slots (checked in tests).
+    - ``forward_doubling``: ``2p``, the doubling rule's cap (twice ``direct``, the paper's cost),
+      reached everywhere in its range (``m >= 2p``; tested).
+    - ``backward_halving``: ``2p`` half-microbatches, i.e. ``p`` microbatches' bytes, as ``direct``.
     """
-    return float(p)
+    return float(p if check_concat(concat) == "direct" else 2 * p)
 
 
 SCHEDULE = Schedule(
@@ -220,6 +391,7 @@ SCHEDULE = Schedule(
     why_unsupported=why_unsupported,
     bubble_formula=bubble_formula,
     peak_activations_formula=peak_activations_formula,
-    option_names={"split": DEFAULT_SPLIT},
-    description="Chimera: two model replicas in opposite directions, units of p microbatches",
+    option_names={"split": DEFAULT_SPLIT, "concat": DEFAULT_CONCAT},
+    description="Chimera: two model replicas in opposite directions, units of p microbatches "
+    "(concat: direct, forward_doubling, backward_halving)",
 )
