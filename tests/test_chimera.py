@@ -102,7 +102,7 @@ def test_split_stage_fractions(p):
     assert np.allclose(uneven[: p // 2], (1 / 3) * (2 / p))
     assert np.allclose(uneven[p // 2 :], (2 / 3) * (2 / p))
     order = chimera.build_order(p, p, split="1:2")
-    assert np.allclose(order.stage_fractions, uneven) and order.options == {"split": "1:2"}
+    assert np.allclose(order.stage_fractions, uneven) and order.options == {"split": "1:2", "concat": "direct"}
 
 
 @pytest.mark.parametrize("p", [4, 8])
