@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ppsweep.paper.claims import PRIMARY_MODE as PRIMARY
-from ppsweep.paper.claims import PRIMARY_WAVES, TABLE1
+from ppsweep.paper.claims import BY_ID, PRIMARY_WAVES, TABLE1
 from ppsweep.paper.output import markdown, pct
 from ppsweep.paper.sweeps import BASE, EQUAL_FB, FREE, NO_GRAD, Variant, ablation_frame, diagonal
 from ppsweep.paper.systems import BY_LABEL, LABELS, MODES, NETWORK_LIMITED, REPRESENTATIVE, SYSTEMS
@@ -206,6 +206,26 @@ def finding2(ds, spec) -> Finding:
     g8rise.columns = [f"{s}: t({m_top})/t({m_from}) − 1, %" for s in g8rise.columns]
     tables.append((f"Ablation 'G = 8': step time from m = {m_from} to m = {m_top}, p = 8, {PRIMARY}", markdown(g8rise, "{:+.1f}")))
 
+    # Claim 2d again with Chimera's units joined by forward doubling / backward halving (the faster).
+    m_max = max(spec.m)
+    below = [m for m in spec.m if 64 <= m < m_max]  # the primary mode only, for the tables
+    joined = pd.concat([joined_chimera(spec, [m_max], list(spec.comm))]
+                       + ([joined_chimera(spec, below, [PRIMARY])] if below else []))
+    jw = wide.merge(joined, on=["p", "m", "comm", "system"])
+    with_joined = jw[["gpipe", "1f1b", "chimera_joined"]]
+    jw["spread_joined_pct"] = pct(with_joined.max(axis=1, skipna=False), with_joined.min(axis=1, skipna=False))
+    jw["joined_vs_gpipe_pct"] = pct(jw.chimera_joined, jw.gpipe)
+    jw["joined_no_sync_vs_gpipe_pct"] = pct(jw.chimera_joined_no_sync, jw.gpipe)
+    jp = jw[jw.comm == PRIMARY]
+    for p in spec.p:
+        sub = jp[jp.p == p]
+        if len(sub):
+            tables.append((f"Spread of GPipe, 1F1B and Chimera with doubled forwards (the faster of forward doubling and backward halving), %, p = {p}, {PRIMARY}",
+                           markdown(sub.pivot(index="system", columns="m", values="spread_joined_pct").reindex(LABELS), "{:.1f}")))
+            tables.append((f"Chimera with doubled forwards vs GPipe, % step time (without the gradient sync in brackets), p = {p}, {PRIMARY}",
+                           markdown(sub.assign(cell=[f"{a:+.1f} ({b:+.1f})" for a, b in zip(sub.joined_vs_gpipe_pct, sub.joined_no_sync_vs_gpipe_pct)])
+                                    .pivot(index="system", columns="m", values="cell").reindex(LABELS))))
+
     csv = pd.concat([wide.assign(variant="as swept").rename(columns={"comm": "mode"}), abw[abw.variant != "as swept"]])
 
     # Measured numbers of the claims, in every mode.
@@ -227,6 +247,7 @@ def finding2(ds, spec) -> Finding:
         "2c-fast": _by_mode(wide[wide.system.isin(not_fast) & (wide.m == m_min)], "chimera_vs_gpipe_pct", ["system", "p", "m"]),
         "2c-gain": gain,
         "2d": _by_mode(wide[wide.m == m_max], "spread3_pct", ["system", "p", "m"]),
+        "2d-joined": _by_mode(jw[jw.m == m_max], "spread_joined_pct", ["system", "p", "m"]),
         "2e": _by_mode(rise_long[rise_long.system.isin(slow_nw)], "rise_pct", ["system", "p"]),
     }
 
@@ -238,6 +259,13 @@ def finding2(ds, spec) -> Finding:
     out["m_top"], out["m_from"] = m_top, m_from
     out["spread_m256"] = (float(prim[prim.m == m_top].spread3_pct.min()), float(prim[prim.m == m_top].spread3_pct.max()))
     out["rise"] = rise
+    jtop = jp[jp.m == m_top]
+    out["joined_spread"] = (float(jtop.spread_joined_pct.min()), float(jtop.spread_joined_pct.max()))
+    out["joined_vs_gpipe"] = (float(jtop.joined_vs_gpipe_pct.min()), float(jtop.joined_vs_gpipe_pct.max()))
+    apart = jtop[jtop.spread_joined_pct > BY_ID["2d-joined"].tolerance]
+    out["joined_apart"] = [(s, int(p), float(v), float(ns)) for s, p, v, ns in
+                           zip(apart.system, apart.p, apart.joined_vs_gpipe_pct, apart.joined_no_sync_vs_gpipe_pct)]
+    out["joined_method"] = jtop.joined.value_counts().to_dict()
     abp = abw[abw.p == 8]
     out["abl:as swept:m256"] = (float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.min()),
                                 float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.max()))
@@ -264,6 +292,37 @@ def finding2(ds, spec) -> Finding:
     out["prim"] = prim
     out["abw"] = abw
     return Finding("f2_chimera_vs_gpipe", "Finding 2: Chimera against GPipe and 1F1B", csv, tables, measured=measured, numbers=out)
+
+
+#: Chimera's ways to join its units by doubled forwards (``chimera@concat=…``), beside the swept direct one.
+JOINS = ("forward_doubling", "backward_halving")
+
+
+def joined_chimera(spec, ms, modes) -> pd.DataFrame:
+    """Chimera's step time with its units joined by forward doubling and by backward halving.
+
+    The sweep (``conf/sweep/paper.yaml``) runs Chimera with the direct concatenation; these runs
+    go through the Python API on the same systems (:func:`ppsweep.paper.sweeps.ablation_frame`),
+    with and without the gradient synchronisation.
+
+    Args:
+      spec: the sweep's spec. ms: microbatch counts. modes: comm modes.
+
+    Returns:
+      One row per ``(p, m, comm, system)``: the step time of each method (columns :data:`JOINS`,
+      ``… no sync`` without the gradient synchronisation), the faster method (``joined``) and its
+      step time (``chimera_joined``, ``chimera_joined_no_sync``); NaN where a method cannot run.
+    """
+    frames = [ablation_frame(spec, "chimera", spec.p, ms, modes, [BASE, NO_GRAD], split="1:1", concat=c).assign(concat=c)
+              for c in JOINS]
+    long = pd.concat(frames)
+    long["column"] = long.concat + np.where(long.variant == NO_GRAD.label, " no sync", "")
+    out = long.pivot_table(index=["p", "m", "mode", "system"], columns="column", values="t_sim", dropna=False).reset_index()
+    out = out.rename(columns={"mode": "comm"})
+    out["joined"] = out[list(JOINS)].idxmin(axis=1)
+    out["chimera_joined"] = out[list(JOINS)].min(axis=1)
+    out["chimera_joined_no_sync"] = out[[f"{c} no sync" for c in JOINS]].min(axis=1)
+    return out
 
 
 def rise_span(ms) -> tuple[int, int]:

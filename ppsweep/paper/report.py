@@ -186,6 +186,11 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         first_slowest_by_system=", ".join(f"{s}: m ≥ {k}" for s, k in r2["first_slowest_by_system"].items() if s in NETWORK_LIMITED),
         as256_lo=r2["abl:as swept:m256"][0], as256_hi=r2["abl:as swept:m256"][1],
         spread_lo=r2["spread_m256"][0], spread_hi=r2["spread_m256"][1],
+        joined_lo=r2["joined_spread"][0], joined_hi=r2["joined_spread"][1],
+        joined_vs_lo=r2["joined_vs_gpipe"][0], joined_vs_hi=r2["joined_vs_gpipe"][1],
+        joined_method=", ".join(f"{k.replace('_', ' ')} at {v}" for k, v in sorted(r2["joined_method"].items())),
+        joined_apart="; ".join(f"{s} (p = {p}): {v:+.1f} % behind GPipe, {ns:+.1f} % without the gradient sync"
+                               for s, p, v, ns in r2["joined_apart"]) or "none",
         v_2e_alternatives=alt_2e,
         rise_table=markdown(rise, "{:+.2f}"),
         rising=", ".join(f"{s} {c} {v:+.2f} %" for s, c, v in rising) or "none",
