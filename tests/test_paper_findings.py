@@ -92,6 +92,27 @@ def test_finding2_api_runs_match_the_store_and_spread_is_recomputed(study):
     assert r[2].measured["2c-crossover"]["blocking"]["p = 8"] == (max(wins) if wins else pytest.approx(np.nan, nan_ok=True))
 
 
+def test_claim_2d_joined_recomputed_with_the_reference_simulator(study):
+    # Claim 2d-joined: GPipe and 1F1B from the store, Chimera with doubled forwards (the faster of
+    # forward doubling and backward halving) through the reference simulator, not the engine.
+    from ppsweep.build import build_schedule
+    from ppsweep.costs import stage_costs
+    from ppsweep.reference import reference_simulate
+
+    ds, _, spec, r = study
+    cases = r[2].measured["2d-joined"]["blocking"]
+    assert len(cases) == 9
+    tables = [build_schedule("chimera", 8, 16, concat=c) for c in ("forward_doubling", "backward_halving")]
+    for s in SYSTEMS[::4]:
+        chim = []
+        for table in tables:
+            costs = stage_costs(spec.model, spec.system, table, peak_flops=[s.peak_flops])
+            chim.append(reference_simulate(table, costs.t_f[0], costs.t_b[0], s.latency, s.bandwidth, costs.msg_bytes,
+                                           "blocking", grad_bytes=costs.grad_bytes, t_opt=spec.system.optimizer_time).t_sim)
+        t = [store_t(ds, "gpipe", s, 16), store_t(ds, "1f1b", s, 16), min(chim)]
+        assert cases[f"{s.label}, p = 8, m = 16"] == pytest.approx(100 * (max(t) / min(t) - 1), rel=1e-9)
+
+
 def test_finding3_chimera_bubbles_by_hand(study):
     ds, _, _, r = study
     m3 = r[3].measured
