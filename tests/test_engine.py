@@ -13,7 +13,7 @@ from ppsweep import build_schedule
 from ppsweep.engine import MODES, simulate
 from ppsweep.reference import reference_simulate
 
-OPTIONS = {"chimera": [{}, {"split": "1:2"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
+OPTIONS = {"chimera": [{}, {"split": "1:2"}, {"concat": "forward_doubling"}, {"concat": "backward_halving"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
 CASES = supported_cases([(2, 2), (2, 4), (4, 4), (4, 8), (6, 6), (8, 8)], OPTIONS)
 POINTS_PER_CASE = 8
 

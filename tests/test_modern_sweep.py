@@ -32,7 +32,7 @@ def test_variants_and_user_schedules_share_one_store(tmp_path):
     assert list(ds.schedule.values) == schedules
     options = json.loads(ds.attrs["schedule_options"])
     assert options["interleaved_1f1b@v=4"] == {"v": 4} and options["interleaved_1f1b@v=2"] == {"v": 2}
-    assert options["chimera@split=1:2"] == {"split": "1:2"} and options[str(csv)] == {}
+    assert options["chimera@split=1:2"] == {"split": "1:2", "concat": "direct"} and options[str(csv)] == {}
     # The CSV schedule runs at its own (p, m) only.
     assert bool(ds.valid.sel(schedule=str(csv), p=4, m=8)) and not bool(ds.valid.sel(schedule=str(csv), p=4, m=16))
     assert np.isnan(float(ds.bubble_formula.sel(schedule=str(csv), p=4, m=8)))

@@ -43,7 +43,7 @@ def user_package(tmp_path, monkeypatch):
 
 def test_variant_labels_fix_typed_options():
     assert resolve_options("interleaved_1f1b@v=4", {}) == {"v": 4}
-    assert resolve_options("chimera@split=1:2", {}) == {"split": "1:2"}
+    assert resolve_options("chimera@split=1:2", {}) == {"split": "1:2", "concat": "direct"}
     table = ppsweep.build_schedule("interleaved_1f1b@v=4", 4, 8)
     assert table.n_stages == 16 and table.orders() == ppsweep.build_schedule("interleaved_1f1b", 4, 8, v=4).orders()
     assert ppsweep.bubble_formula("interleaved_1f1b@v=4", 4, 8) == pytest.approx(3 / 35)
