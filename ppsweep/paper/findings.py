@@ -266,6 +266,7 @@ def finding2(ds, spec) -> Finding:
     out["joined_apart"] = [(s, int(p), float(v), float(ns)) for s, p, v, ns in
                            zip(apart.system, apart.p, apart.joined_vs_gpipe_pct, apart.joined_no_sync_vs_gpipe_pct)]
     out["joined_method"] = jtop.joined.value_counts().to_dict()
+    out["joined_cases"] = len(jtop)
     abp = abw[abw.p == 8]
     out["abl:as swept:m256"] = (float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.min()),
                                 float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.max()))
