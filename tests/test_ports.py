@@ -103,3 +103,23 @@ def test_engine_refuses_a_later_producer_ending_first_at_a_port():
     default = ppsweep.build_schedule("1f1b", 3, 6)
     r = simulate(default, np.ones((1, 1)), 2 * np.ones((1, 1)), np.zeros(1), np.ones(1), np.ones(1), "ports")
     assert r.t_sim[0] == pytest.approx(reference_simulate(default, 1.0, 2.0, 0.0, 1.0, 1.0, "ports").t_sim, rel=1e-12)
+
+
+@pytest.mark.parametrize("name,p,m", [("dualpipev", 4, 8), ("dualpipev", 6, 12)])
+def test_scan_equals_reference_where_pairs_meet_at_a_port(name, p, m):
+    # Tables where several pairs ending in one slot send into one ingress port (see
+    # test_reference_ports_take_messages_in_the_table_order), per-stage costs, tight bandwidth.
+    table = ppsweep.build_schedule(name, p, m)
+    S, n = table.n_stages, 3
+    rng = np.random.default_rng(7 * p + m)
+    t_f = rng.uniform(0.5, 1.5, (n, S))
+    t_b = 2 * t_f * rng.uniform(0.8, 1.2, (n, S))
+    alpha, beta, msg = rng.uniform(0, 0.2, n), rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 2.0, n)
+    overlap, grad = rng.uniform(0, 1, n), rng.uniform(1, 5, S)
+    got = simulate(table, t_f, t_b, alpha, beta, msg, "ports", grad_bytes=grad, fb_overlap=overlap, method="scan")
+    for k in range(n):
+        want = reference_simulate(table, t_f[k], t_b[k], alpha[k], beta[k], msg[k], "ports", grad_bytes=grad,
+                                  fb_overlap=overlap[k])
+        assert got.t_sim[k] == pytest.approx(want.t_sim, rel=1e-9)
+        np.testing.assert_allclose(got.worker_finish[k], want.worker_finish, rtol=1e-9)
+        assert got.comm_time[k] == pytest.approx(want.comm_time, rel=1e-9, abs=1e-9 * want.t_sim)
