@@ -185,13 +185,16 @@ class Routing:
 
 
 def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
-    """The :class:`Routing` of a compiled table (:class:`ppsweep.program.Program`) in ``mode``.
+    """The :class:`Routing` of a compiled table (:class:`ppsweep.program.Program`) in ``mode``, in array code.
 
-    Messages that share a resource take it in the order the table sends them: by the slot their
-    producer ends, then the slot it starts, then the sender. The scan walks waves in start-slot
-    order, so within a wave the rounds follow that order; across waves the table must not send a
-    message to a shared resource before one that started earlier (true with the default slots:
-    it takes a producer two slots longer than a later one).
+    Messages that share a resource take it in the order the table sends them (README "Timing
+    rules", ``ports``): by the slot their producer ends, then the slot it starts, then the
+    message's place among its operation's messages (a pair F&B sends its two in destination
+    order), then the sender. The scan walks waves in (start slot, sub-wave) order, a pair's
+    second message one sub-wave after its first, and within a wave the rounds follow (end slot,
+    sender): this is the table's order wherever no message is sent to a shared port before one
+    whose producer started earlier (true with the default slots; a pair ends after every other
+    operation that starts with it, as it lasts ``f_slots + b_slots``).
 
     Args:
       program: the compiled table.
@@ -199,42 +202,57 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
       table: unused (the program carries each lane's end slot, ``program.lane_end``); kept for callers.
 
     Raises:
-      NotImplementedError: where the scan's wave order cannot follow the table's send order.
+      NotImplementedError: where the scan's wave order cannot follow the table's send order (a
+        later-starting producer ends strictly before an earlier one and both send through one port).
     """
     rule = MODE_RULES[mode]
     p, links = program.p, program.links
     n_res = rule.n_resources(p, program.n_links)
-
-    def hop(link: int) -> tuple[int, ...]:
-        return rule.hop_resources(p, int(links[link, 0]), int(links[link, 1]), int(link))
-
-    k = len(hop(0)) if program.n_links else 0
+    k = len(rule.hop_resources(p, 0, 0, 0)) if program.n_links else 0
+    per_link = np.array([rule.hop_resources(p, int(src), int(dst), i) for i, (src, dst) in enumerate(links)],
+                        dtype=np.int64).reshape(program.n_links, k)
+    sends = program.link != program.trash_link
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
+    lanes[sends] = per_link[program.link[sends]]
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    for t, w in zip(*np.nonzero(program.link != program.trash_link)):
-        lanes[t, w] = hop(int(program.link[t, w]))
-    if rule.resource == "port":
-        if np.any(program.cost_row >= 4 * program.n_stages):  # rows past F, B, I, W: overlapped pairs
-            raise NotImplementedError(
-                "mode ports: tables with overlapped pairs F&B (dualpipe, dualpipev) are not supported by the "
-                "engine in ports mode yet; use overlap, blocking or contention (the reference simulator runs them)"
-            )
-        end_slot = program.lane_end  # the slot each lane's operation ends in the table (a pair: its end)
-        last_end: dict[int, int] = {}  # resource -> end slot of the last message that took it
-        for t in range(lanes.shape[0]):
-            taken: dict[int, int] = {}  # resource -> rounds it has been taken in this wave
-            for w in sorted(np.flatnonzero(lanes[t, :, 0] >= 0), key=lambda w: (end_slot[t, w], w)):
-                r = max(taken.get(int(i), 0) for i in lanes[t, w])
-                rounds[t, w] = r
-                for i in lanes[t, w]:
-                    taken[int(i)] = r + 1
-                    if last_end.get(int(i), -1) > end_slot[t, w]:
-                        raise NotImplementedError(
-                            f"mode ports: worker {w} sends at slot {end_slot[t, w]} a message that must take a port "
-                            f"before one sent at slot {last_end[int(i)]} by an operation that started earlier"
-                        )
-                    last_end[int(i)] = int(end_slot[t, w])
+    if rule.resource == "port" and sends.any():
+        rounds[sends] = _port_rounds(program, lanes)
     sync = tuple(
-        tuple(i for link in row if link >= 0 for i in hop(int(link))) for row in program.sync_ring_links
+        tuple(i for link in row if link >= 0 for i in per_link[int(link)].tolist()) for row in program.sync_ring_links
     )
     return Routing(mode=rule, n_resources=n_res, lane_resources=lanes, rounds=rounds, sync_resources=sync)
+
+
+def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
+    """``ports``: the round of every sending lane (in ``np.nonzero`` order), after checking that
+    every port takes its messages in non-decreasing end slot in the scan's order.
+
+    Within a wave every sender is another worker, so only ingress ports are shared: a lane's
+    round is the number of lanes of its wave before it, in (end slot, sender) order, that send to
+    the same receiver.
+    """
+    wave, worker = np.nonzero(program.link != program.trash_link)
+    end = program.lane_end[wave, worker]
+    egress, ingress = lanes[wave, worker, 0], lanes[wave, worker, 1]
+    # the scan's order: wave, then (end slot, sender) within a wave
+    order = np.lexsort((worker, end, wave))
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    violations = []  # (position of the message, egress 0 / ingress 1, the message before it at that port)
+    for side, port in enumerate((egress, ingress)):
+        by_port = np.lexsort((position, port))  # each port's messages in the scan's order
+        later = np.flatnonzero((port[by_port][1:] == port[by_port][:-1]) & (end[by_port][1:] < end[by_port][:-1]))
+        violations += [(int(position[by_port[i + 1]]), side, int(by_port[i])) for i in later]
+    if violations:
+        at, _, before = min(violations)
+        bad = order[at]
+        raise NotImplementedError(
+            f"mode ports: worker {worker[bad]} sends at slot {end[bad]} a message that must take a port "
+            f"before one sent at slot {end[before]} by an operation that started earlier"
+        )
+    group = np.lexsort((position, ingress, wave))  # each wave's messages into each receiver, in order
+    same = np.r_[False, (wave[group][1:] == wave[group][:-1]) & (ingress[group][1:] == ingress[group][:-1])]
+    run_start = np.maximum.accumulate(np.where(same, 0, np.arange(group.size)))
+    rounds = np.empty(group.size, dtype=np.int64)
+    rounds[group] = np.arange(group.size) - run_start
+    return rounds

@@ -11,10 +11,11 @@ How it runs:
    off the table. For each operation, its consumers are the operations that list it among their
    :func:`ppsweep.ops.dependencies`; each consumer on another worker gets one message.
 2. Workers advance one operation at a time: a worker whose next operation has all its
-   producers finished (and, in ``ports``, whose messages are next in their receivers' ingress
-   queues) is stepped (start = max of the worker being free and every input's arrival), its
-   operation ends after its compute time, and its messages are sent at once (their arrival is
-   then known). This repeats until every worker is done.
+   producers finished (and, in ``ports``, all its input messages sent) is stepped (start = max
+   of the worker being free and every input's arrival), its operation ends after its compute
+   time, and its messages are sent at once (their arrival is then known); in ``ports`` they
+   wait in their sender's outbox until each is next at both its sender's egress and its
+   receiver's ingress port. This repeats until every worker is done.
 3. Gradient synchronisations of replicated stages are computed (in the order the idealized
    table makes them ready: the slot where their last backward ends, ties by stage), then
    the optimizer updates (when ``t_opt > 0``), then ``t_sim``.
@@ -43,9 +44,10 @@ Choices made where the README leaves room:
 - A message in ``ports`` starts at the latest of its producer's end (the data), its sender's
   egress being free and its receiver's ingress being free, in that order. An ingress port takes
   messages in the order the table sends them: by the slot their producer ends in the table, then
-  the slot it starts, then the sender worker (an egress port's messages all come from its own
-  worker, in that worker's order). A synchronisation holds, hop by hop, the sender's egress and
-  the receiver's ingress port of its ring.
+  the slot it starts, then the message's place among its operation's messages (a pair's two,
+  in destination order: 0, then 1), then the sender worker (an egress port's messages all come
+  from its own worker, in that worker's order). A synchronisation holds, hop by hop, the
+  sender's egress and the receiver's ingress port of its ring.
 - An operation's "own previous activity" candidate is the end of the worker's previous
   operation, or in ``blocking`` the arrival of that operation's last message; for the worker's
   first operation it is time 0.
@@ -403,13 +405,17 @@ def _read_graph(table: ScheduleTable) -> _Graph:
                     remote_consumers[dep].append(op)
     for consumers in remote_consumers.values():
         consumers.sort(key=lambda c: where[c])
-    # The order the table sends messages: by the slot their producer ends, then starts, then the
-    # sender; one operation's messages (a pair's: both halves') in destination order.
+    # The order the table sends messages (README "Timing rules", ports): one operation's messages
+    # (a pair's: both halves') leave in destination order, its k-th message being its k-th send;
+    # sends are ordered by the slot their producer ends, then the slot it starts, then k, then the
+    # sender.
+    sends: list[tuple[int, int, int, int, Op, Op]] = []
+    for item in table.placed_ops():
+        sent = sorted(((h, c) for h in halves(item.op) for c in remote_consumers[h]), key=lambda hc: where[hc[1]])
+        sends += [(item.end, item.start, k, item.worker, h, c) for k, (h, c) in enumerate(sent)]
     ingress_queue: dict[int, list[tuple[Op, Op]]] = {w: [] for w in range(table.p)}
-    for item in sorted(table.placed_ops(), key=lambda it: (it.end, it.start, it.worker)):
-        sent = [(h, c) for h in halves(item.op) for c in remote_consumers[h]]
-        for producer, consumer in sorted(sent, key=lambda hc: where[hc[1]]):
-            ingress_queue[where[consumer][0]].append((producer, consumer))
+    for *_, producer, consumer in sorted(sends, key=lambda s: s[:4]):
+        ingress_queue[where[consumer][0]].append((producer, consumer))
     return _Graph(orders=orders, where=where, remote_consumers=remote_consumers, ingress_queue=ingress_queue)
 
 
@@ -423,6 +429,7 @@ class _Run:
     egress_free: dict[int, _Event]  # ports: worker -> its egress port free again
     ingress_free: dict[int, _Event]  # ports: worker -> its ingress port free again
     ingress_next: dict[int, int]  # ports: worker -> index of the next message its ingress takes
+    outbox: dict[int, list[tuple[Op, Op, _Event]]]  # ports: worker -> its messages not yet sent, in its order
     finish: list[_Event]
     compute_time: float
     op_events: list[OpEvent]
@@ -437,7 +444,8 @@ def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
     """
     p = int(table.p)
     run = _Run(end={}, arrival={}, link_free={}, egress_free={}, ingress_free={}, ingress_next={w: 0 for w in range(p)},
-               finish=[_ZERO] * p, compute_time=0.0, op_events=[], message_events=[])
+               outbox={w: [] for w in range(p)}, finish=[_ZERO] * p, compute_time=0.0, op_events=[],
+               message_events=[])
     orders = graph.orders
     cursor = [0] * p
     remaining = sum(len(row) for row in orders)
@@ -449,6 +457,8 @@ def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
                 cursor[w] += 1
                 remaining -= 1
                 progressed = True
+        if point.mode == "ports":
+            progressed = _send_queued(graph, point, run) or progressed
         if not progressed:
             waiting = "; ".join(
                 f"worker {w} waits at {orders[w][cursor[w]]}" for w in range(p) if cursor[w] < len(orders[w])
@@ -458,17 +468,32 @@ def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
 
 
 def _can_run(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, op: Op) -> bool:
-    """Every producer of ``op`` has ended (and, in ``ports``, its messages are next at their receivers)."""
-    if any(dep not in run.end for dep in dependencies(op, table.n_stages, table.split_backward)):
+    """Every producer of ``op`` has ended (and, in ``ports``, every message ``op`` needs has been sent)."""
+    deps = dependencies(op, table.n_stages, table.split_backward)
+    if any(dep not in run.end for dep in deps):
         return False
     if point.mode == "ports":
-        taken: dict[int, int] = {}  # messages of this operation already matched at each receiver
-        for producer, consumer in _outgoing(graph, op):
-            dst = graph.where[consumer][0]
-            if graph.ingress_queue[dst][run.ingress_next[dst] + taken.get(dst, 0)] != (producer, consumer):
-                return False
-            taken[dst] = taken.get(dst, 0) + 1
+        return all((dep, op) in run.arrival for dep in deps if graph.where[dep][0] != graph.where[op][0])
     return True
+
+
+def _send_queued(graph: _Graph, point: _Point, run: _Run) -> bool:
+    """``ports``: send every message that is next both at its sender's egress (the first of the
+    sender's unsent messages) and at its receiver's ingress (its queue's next); True if any was sent."""
+    sent_any = False
+    progressed = True
+    while progressed:
+        progressed = False
+        for w, outbox in run.outbox.items():
+            while outbox:
+                producer, consumer, done = outbox[0]
+                dst = graph.where[consumer][0]
+                if graph.ingress_queue[dst][run.ingress_next[dst]] != (producer, consumer):
+                    break
+                outbox.pop(0)
+                _send(graph, point, run, w, producer, consumer, done, done)
+                progressed = sent_any = True
+    return sent_any
 
 
 def _outgoing(graph: _Graph, op: Op) -> list[tuple[Op, Op]]:
@@ -491,7 +516,10 @@ def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run
     run.op_events.append(OpEvent(w, op, start.time, done.time))
     busy_until = done
     for producer, consumer in _outgoing(graph, op):
-        busy_until = _send(graph, point, run, w, producer, consumer, done, busy_until)
+        if point.mode == "ports":  # sent in the ports' order (_send_queued)
+            run.outbox[w].append((producer, consumer, done))
+        else:
+            busy_until = _send(graph, point, run, w, producer, consumer, done, busy_until)
     run.finish[w] = busy_until
 
 
