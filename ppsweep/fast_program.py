@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.fast_realize import FAST_KINDS, OpArrays, _plain_split, dependency_ids, op_index, table_ops
+from ppsweep.fast_realize import OpArrays, dependency_ids, op_index, table_ops, well_formed
 from ppsweep.ops import Kind
-from ppsweep.program import KIND_ROW, Program, compile_program, sync_rings
+from ppsweep.program import KIND_ROW, Program, StepArrays, assemble_program, compile_program
 from ppsweep.table import ScheduleTable
 
 #: ``KIND_ROW`` indexed by kind code.
@@ -38,12 +38,8 @@ def compile_program_fast(table: ScheduleTable) -> Program:
         reference).
     """
     ops = table_ops(table)
-    if ops is None or len(ops) == 0 or not _plain_split(table.split_backward):
-        return compile_program(table, fast=False)
     m, n_stages, p = table.m, table.n_stages, table.p
-    if not np.isin(ops.kind, np.array([int(k) for k in FAST_KINDS])).all():
-        return compile_program(table, fast=False)
-    if (ops.micro < 0).any() or (ops.micro >= m).any() or (ops.stage < 0).any() or (ops.stage >= n_stages).any():
+    if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages):
         return compile_program(table, fast=False)
     # The reference's order: by start slot, then worker.
     order = np.lexsort((ops.worker, ops.start))
@@ -59,9 +55,7 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     if any((d == -1).any() for d in dep_pos):  # an input missing from the table
         return compile_program(table, fast=False)
 
-    starts, wave = np.unique(ops.start, return_inverse=True)
-    wave = wave.reshape(-1).astype(np.int64)
-    n_waves = len(starts)
+    wave = np.concatenate([[0], np.cumsum(ops.start[1:] != ops.start[:-1])])  # waves: the distinct start slots
 
     # Cross-worker inputs: (consumer, producer) pairs, in the reference's order (consumer, then input).
     consumer_list, producer_list = [], []
@@ -97,61 +91,28 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     }
     sender_link = link_of_code[np.searchsorted(codes, pair)]
 
-    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
-    sync_index = np.full(n_stages, -1, dtype=np.int64)
-    sync_index[np.array(sync_stages, dtype=np.int64)] = np.arange(len(sync_stages))
-    ready = np.zeros(n_stages, dtype=np.int64)
-    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
-    np.maximum.at(ready, ops.stage[frees], ops.end[frees])
-    sync_order = sorted(range(len(sync_stages)), key=lambda k: (int(ready[sync_stages[k]]), sync_stages[k]))
-
     # Registers: first-fit interval colouring, senders in wave order.
     dies = np.full(n, -1, dtype=np.int64)
     np.maximum.at(dies, producer, wave[consumer])
     register, n_regs = _allocate_registers(wave[senders], dies[senders])
-    register_of = np.full(n, -1, dtype=np.int64)
+    register_of = np.full(n + 1, -1, dtype=np.int64)  # register_of[n] = -1: no input
     register_of[senders] = register
-
-    shape = (n_waves, p)
-    lane = (wave, ops.worker)
-    rows = _ROW_OF_KIND[ops.kind] * n_stages + ops.stage
-    active = np.zeros(shape, dtype=bool)
-    active[lane] = True
-    cost_rows = np.zeros(shape, dtype=np.int64)
-    cost_rows[lane] = rows
-    dep_reg = np.full(shape, -1, dtype=np.int64)
-    for d, remote in zip(dep_pos, remote_dep):  # a later remote input overwrites an earlier one
-        dep_reg[wave[remote], ops.worker[remote]] = register_of[d[remote]]
-    out_reg = np.full(shape, -1, dtype=np.int64)
-    out_reg[wave[senders], ops.worker[senders]] = register
-    link = np.full(shape, len(links), dtype=np.int64)
-    link[wave[senders], ops.worker[senders]] = sender_link
-    sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
-    synced = frees & (sync_index[ops.stage] >= 0)
-    sync_slot[wave[synced], ops.worker[synced]] = sync_index[ops.stage[synced]] * p + ops.worker[synced]
-    dep_reg[dep_reg < 0] = n_regs
-    out_reg[out_reg < 0] = n_regs + 1
-    lane_end = np.zeros(shape, dtype=np.int64)
-    lane_end[lane] = ops.end
-    return Program(
-        p=p,
-        n_stages=n_stages,
-        active=active,
-        cost_row=cost_rows,
-        dep_reg=dep_reg,
-        out_reg=out_reg,
+    # Each operation reads at most one remote input (checked above).
+    remote_input = np.where(remote_dep[0], dep_pos[0], np.where(remote_dep[1], dep_pos[1], n))
+    link = np.full(n, -1, dtype=np.int64)
+    link[senders] = sender_link
+    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
+    steps = StepArrays(
+        wave=wave,
+        worker=ops.worker,
+        row=_ROW_OF_KIND[ops.kind] * n_stages + ops.stage,
+        end=ops.end,
+        reads=register_of[remote_input],
+        sends=register_of[:n],
         link=link,
-        sync_slot=sync_slot,
-        n_regs=n_regs,
-        links=np.array(sorted(links, key=links.get), dtype=np.int64).reshape(-1, 2),
-        sync_stages=np.array(sync_stages, dtype=np.int64),
-        sync_holders=sync_holders,
-        sync_ring_links=sync_ring,
-        sync_order=np.array(sync_order, dtype=np.int64),
-        n_ops=n,
-        compute_rows=rows,
-        lane_end=lane_end,
+        frees=np.where(frees, ops.stage, -1),
     )
+    return assemble_program(table, steps, n_regs, links, n_ops=n)
 
 
 def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray, int]:
@@ -171,18 +132,18 @@ def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray,
       ``(register of each message, registers used)``.
     """
     register = np.empty(len(born), dtype=np.int64)
-    free_after = np.empty(0, dtype=np.int64)
     if len(born) == 0:
         return register, 0
-    bounds = np.flatnonzero(np.diff(born)) + 1
-    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(born)]])):
-        count = hi - lo
-        free = np.flatnonzero(free_after <= born[lo])
-        if len(free) < count:
-            new = np.arange(len(free_after), len(free_after) + count - len(free), dtype=np.int64)
-            free_after = np.concatenate([free_after, np.empty(len(new), dtype=np.int64)])
-            free = np.concatenate([free, new])
-        chosen = free[:count]
+    # Registers not used yet count as free since wave -1: the lowest free ones are then the
+    # reference's choice, reused or new. The array grows when a wave finds too few free.
+    free_after = np.full(64, -1, dtype=np.int64)
+    bounds = (np.flatnonzero(np.diff(born)) + 1).tolist()
+    for lo, hi, wave in zip([0] + bounds, bounds + [len(born)], born[[0] + bounds].tolist()):
+        free = (free_after <= wave).nonzero()[0]
+        while len(free) < hi - lo:
+            free_after = np.concatenate([free_after, np.full(len(free_after), -1, dtype=np.int64)])
+            free = (free_after <= wave).nonzero()[0]
+        chosen = free[: hi - lo]
         free_after[chosen] = dies[lo:hi]
         register[lo:hi] = chosen
-    return register, len(free_after)
+    return register, int(register.max()) + 1
