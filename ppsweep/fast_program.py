@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.fast_realize import OpArrays, dependency_ids, op_index, table_ops, well_formed
+from ppsweep.fast_realize import OpArrays, table_inputs, table_ops, well_formed
 from ppsweep.ops import Kind
 from ppsweep.program import KIND_ROW, Program, StepArrays, assemble_program, compile_program
 from ppsweep.table import ScheduleTable
@@ -41,64 +41,50 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     m, n_stages, p = table.m, table.n_stages, table.p
     if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages):
         return compile_program(table, fast=False)
-    # The reference's order: by start slot, then worker.
-    order = np.lexsort((ops.worker, ops.start))
+    inputs = table_inputs(table, ops)
+    if inputs is None:  # an operation twice, or an input missing
+        return compile_program(table, fast=False)
+    # The reference's order: by start slot, then worker (table_ops lists them worker by worker).
+    order = np.argsort(ops.start, kind="stable")
     ops = OpArrays(*(getattr(ops, f)[order] for f in ("worker", "start", "slots", "kind", "micro", "stage")))
     n = len(ops)
-    ids = op_index(ops.kind, ops.micro, ops.stage, m, n_stages)
-    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)
-    position[ids] = np.arange(n)
-    if np.count_nonzero(position[:-1] >= 0) != n:
-        return compile_program(table, fast=False)
-    deps = dependency_ids(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward)
-    dep_pos = [np.where(d >= 0, position[np.where(d >= 0, d, -1)], -2) for d in deps]
-    if any((d == -1).any() for d in dep_pos):  # an input missing from the table
-        return compile_program(table, fast=False)
+    moved_to = np.empty(n + 1, dtype=np.int64)
+    moved_to[order] = np.arange(n)
+    moved_to[n] = -1  # an input of -1 (none) reads this entry
+    dep_pos = moved_to[inputs[:, order]]
 
     wave = np.concatenate([[0], np.cumsum(ops.start[1:] != ops.start[:-1])])  # waves: the distinct start slots
 
-    # Cross-worker inputs: (consumer, producer) pairs, in the reference's order (consumer, then input).
-    consumer_list, producer_list = [], []
-    remote_dep = []
-    for d in dep_pos:
-        has = d >= 0
-        remote = np.zeros(n, dtype=bool)
-        remote[has] = ops.worker[d[has]] != ops.worker[has]
-        remote_dep.append(remote)
-        consumer_list.append(np.flatnonzero(remote))
-        producer_list.append(d[remote])
-    if (remote_dep[0] & remote_dep[1]).any():  # two inputs from other workers: the reference refuses it
+    # Cross-worker inputs: at most one per operation (the reference refuses two).
+    remote = [(d >= 0) & (ops.worker[d] != ops.worker) for d in dep_pos]
+    if (remote[0] & remote[1]).any():
         return compile_program(table, fast=False)
-    consumer = np.concatenate(consumer_list)
-    producer = np.concatenate(producer_list)
-    dst_lo = np.full(n, p, dtype=np.int64)
-    dst_hi = np.full(n, -1, dtype=np.int64)
-    np.minimum.at(dst_lo, producer, ops.worker[consumer])
-    np.maximum.at(dst_hi, producer, ops.worker[consumer])
-    sends = dst_hi >= 0
-    if (dst_lo[sends] != dst_hi[sends]).any():
-        return compile_program(table, fast=False)  # the reference raises NotImplementedError naming the operation
-    senders = np.flatnonzero(sends)  # in the reference's order
+    remote_input = np.where(remote[0], dep_pos[0], np.where(remote[1], dep_pos[1], -1))
+    consumer = np.flatnonzero(remote_input >= 0)
+    producer = remote_input[consumer]
+    destination = np.full(n, -1, dtype=np.int64)
+    destination[producer] = ops.worker[consumer]
+    if (destination[producer] != ops.worker[consumer]).any():
+        return compile_program(table, fast=False)  # an output to two workers: the reference raises NotImplementedError
+    senders = np.flatnonzero(destination >= 0)  # in the reference's order
 
     # Links: numbered in the order the senders first use them, then the synchronisation rings'.
-    pair = ops.worker[senders] * p + dst_hi[senders]
-    codes, first_use = np.unique(pair, return_index=True)
-    by_first = np.argsort(first_use, kind="stable")
-    link_of_code = np.empty(len(codes), dtype=np.int64)
-    link_of_code[by_first] = np.arange(len(codes))
-    links: dict[tuple[int, int], int] = {
-        (int(c) // p, int(c) % p): int(link_of_code[i]) for i, c in enumerate(codes)
-    }
-    sender_link = link_of_code[np.searchsorted(codes, pair)]
+    pair = ops.worker[senders] * p + destination[senders]
+    first_use = np.full(p * p, len(senders), dtype=np.int64)
+    np.minimum.at(first_use, pair, np.arange(len(senders)))
+    used = np.flatnonzero(first_use < len(senders))
+    used = used[np.argsort(first_use[used])]  # (src, dst) codes in link order
+    link_of_pair = np.full(p * p, -1, dtype=np.int64)
+    link_of_pair[used] = np.arange(len(used))
+    links: dict[tuple[int, int], int] = {(c // p, c % p): i for i, c in enumerate(used.tolist())}
+    sender_link = link_of_pair[pair]
 
     # Registers: first-fit interval colouring, senders in wave order.
     dies = np.full(n, -1, dtype=np.int64)
     np.maximum.at(dies, producer, wave[consumer])
     register, n_regs = _allocate_registers(wave[senders], dies[senders])
-    register_of = np.full(n + 1, -1, dtype=np.int64)  # register_of[n] = -1: no input
+    register_of = np.full(n + 1, -1, dtype=np.int64)  # register_of[-1] = -1: no remote input
     register_of[senders] = register
-    # Each operation reads at most one remote input (checked above).
-    remote_input = np.where(remote_dep[0], dep_pos[0], np.where(remote_dep[1], dep_pos[1], n))
     link = np.full(n, -1, dtype=np.int64)
     link[senders] = sender_link
     frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation

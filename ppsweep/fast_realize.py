@@ -94,6 +94,42 @@ def dependency_ids(
     return first, second
 
 
+def input_positions(
+    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: bool
+) -> np.ndarray | None:
+    """Where each operation's inputs are among the operations, or None.
+
+    Args:
+      kind, micro, stage: the operations (well formed: :func:`well_formed`).
+      m, n_stages: microbatches and stages.
+      split_backward: whether every backward is split (True) or none (False).
+
+    Returns:
+      ``(2, n)`` index of each operation's inputs (:func:`dependency_ids` order), -1 where it has
+      none; None where an operation is listed twice or an input is not among the operations.
+    """
+    n = len(kind)
+    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> index; the last entry: no input
+    position[op_index(kind, micro, stage, m, n_stages)] = np.arange(n)
+    if np.count_nonzero(position >= 0) != n:
+        return None
+    ids = np.stack(dependency_ids(kind, micro, stage, m, n_stages, split_backward))
+    inputs = position[ids]  # ids of -1 read the last entry
+    if ((inputs < 0) & (ids >= 0)).any():
+        return None
+    return inputs
+
+
+def table_inputs(table: ScheduleTable, ops: OpArrays) -> np.ndarray | None:
+    """:func:`input_positions` of ``table``'s operations (``ops = table_ops(table)``), kept with the table."""
+    known = _INPUTS.get(table)
+    if known is None:
+        known = input_positions(ops.kind, ops.micro, ops.stage, table.m, table.n_stages, table.split_backward)
+        if known is not None:
+            _INPUTS[table] = known
+    return known
+
+
 def _order_arrays(order: ScheduleOrder) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lengths per worker; worker, kind, micro, stage of every operation, worker by worker) of ``order``."""
     if isinstance(order.orders, OrderArrays):  # a generator that computed its order as arrays
@@ -147,17 +183,10 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     m, n_stages, n = order.m, order.n_stages, len(kind)
     if n == 0 or not well_formed(kind, micro, stage, m, n_stages):
         return realize(order, f_slots, b_slots)
-    ids = op_index(kind, micro, stage, m, n_stages)
-    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> index into the order
-    position[ids] = np.arange(n)
-    if np.count_nonzero(position[:-1] >= 0) != n:  # an operation listed twice
+    inputs = input_positions(kind, micro, stage, m, n_stages, order.split_backward)
+    if inputs is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
-    first, second = dependency_ids(kind, micro, stage, m, n_stages, order.split_backward)
-    # An input's index into the order; n (a sentinel that is always placed at time 0) where there is none.
-    dep = np.stack([first, second])
-    dep_pos = np.where(dep >= 0, position[np.where(dep >= 0, dep, -1)], n)
-    if (dep_pos < 0).any():  # an input missing from the order: the reference reports the deadlock
-        return realize(order, f_slots, b_slots)
+    dep_pos = np.where(inputs >= 0, inputs, n)  # n: a sentinel that is always placed at time 0
     slots = kind_slots(kind, f_slots, b_slots)
     start = _asap_starts(lengths, dep_pos, slots)
     if start is None:
@@ -166,6 +195,7 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     # What table_ops would read back off the dense arrays: worker by worker, in slot order (each
     # worker's operations start in increasing slots, none repeated, so no two runs merge).
     _OPS[table] = OpArrays(worker=worker, start=start, slots=slots, kind=kind, micro=micro, stage=stage)
+    _INPUTS[table] = inputs
     return table
 
 
@@ -235,17 +265,25 @@ class _Columns:
         linked = pred >= 0
         if both.any() or (np.bincount(pred[linked], minlength=n) > 1).any():
             return None
-        # Chain head and depth of every operation, by pointer jumping (a chain visits each worker once).
-        jump = np.where(linked, pred, np.arange(n))
-        depth = linked.astype(np.int64)
+        # Chain head and depth of every linked operation, by pointer jumping (a chain visits each
+        # worker once, so log2(p) jumps reach every head).
+        members = np.flatnonzero(linked)
+        compact = np.full(n, -1, dtype=np.int64)
+        compact[members] = np.arange(len(members))
+        up = compact[pred[members]]  # the input's place among the linked ones, -1 where it is a head
+        head = np.where(up < 0, pred[members], -1)
+        depth = np.ones(len(members), dtype=np.int64)
         for _ in range(p.bit_length() + 1):
-            further = jump[jump]
-            if np.array_equal(further, jump):
+            if (up < 0).all():
                 break
-            depth = depth + depth[jump]
-            jump = further
+            jumping = up >= 0
+            depth = np.where(jumping, depth + depth[up], depth)
+            head = np.where(jumping, head[up], head)
+            up = np.where(jumping, up[up], up)
         else:
             return None  # a cycle within a column
+        head_of, depth_of = np.arange(n), np.zeros(n, dtype=np.int64)
+        head_of[members], depth_of[members] = head, depth
         real = np.arange(width)[:, None] < lengths[None, :]
         cell = np.where(real, offsets[None, :] + np.arange(width)[:, None], n + 1)
         spare = np.array([n, n])  # the inputs of "no input" and of padding
@@ -256,9 +294,9 @@ class _Columns:
         chained = np.unique(column[linked])
         # In a chained column, sort the lanes by (their chain's head lane, depth): chains contiguous, in order.
         worker = np.arange(p)[None, :]
-        head_lane = np.concatenate([np.repeat(np.arange(p), lengths)[jump], [0, 0]])
-        sub = cell[chained]
-        key = np.where(sub < n, head_lane[np.minimum(sub, n)] * p + np.concatenate([depth, [0, 0]])[sub], worker * p)
+        sub = np.minimum(cell[chained], n)  # padding (n + 1) as n, keyed by its own lane below
+        head_lane = np.concatenate([np.repeat(np.arange(p), lengths)[head_of], [0]])[sub]
+        key = np.where(sub < n, head_lane * p + np.concatenate([depth_of, [0]])[sub], worker * p)
         lanes = np.argsort(key, axis=1, kind="stable")
         segment = np.take_along_axis(key, lanes, axis=1) // p
         slots_in_order = np.take_along_axis(length[chained], lanes, axis=1)
@@ -344,12 +382,14 @@ def _table(
     b_slots: int,
 ) -> ScheduleTable:
     """The dense table of placed operations (as :func:`ppsweep.table.table_from_placed` fills it)."""
-    length = int((start + slots).max())
-    shape = (order.p, length)
-    # Flat index of every busy cell: an operation's first cell, then the ones after it.
+    n, length = len(kind), int((start + slots).max())
+    # The operation in each cell (n: idle): an operation's first cell, then its d-th for d < slots.
+    cell_op = np.full(order.p * length, n, dtype=np.int64)
     first_cell = worker * length + start
-    cells_before = np.cumsum(slots) - slots
-    flat = np.repeat(first_cell - cells_before, slots) + np.arange(int(slots.sum()))
+    cell_op[first_cell] = np.arange(n)
+    for d in range(1, int(slots.max())):
+        longer = np.flatnonzero(slots > d)
+        cell_op[first_cell[longer] + d] = longer
     table = table_from_placed(order, [], f_slots, b_slots)  # the metadata; arrays replaced below
     arrays = {}
     for name, fill, values in (
@@ -358,9 +398,7 @@ def _table(
         ("stage", NONE, stage),
         ("replica", NONE, np.asarray(order.micro_replica, dtype=np.int64)[micro]),
     ):
-        cells = np.full(shape, fill, dtype=np.int64)
-        cells.reshape(-1)[flat] = np.repeat(values, slots)
-        arrays[name] = cells
+        arrays[name] = np.append(values, fill)[cell_op].reshape(order.p, length)
     return _with_arrays(table, arrays)
 
 
@@ -396,6 +434,8 @@ def table_ops(table: ScheduleTable) -> OpArrays | None:
 
 #: Operation arrays of tables already read (or realized here), held as long as the table lives.
 _OPS: "weakref.WeakKeyDictionary[ScheduleTable, OpArrays]" = weakref.WeakKeyDictionary()
+#: Their :func:`table_inputs`, likewise.
+_INPUTS: "weakref.WeakKeyDictionary[ScheduleTable, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
 def _read_ops(table: ScheduleTable) -> OpArrays | None:
@@ -466,18 +506,11 @@ def _valid(table: ScheduleTable) -> bool:
         return False
     if not (np.asarray(table.placement)[replica, ops.stage] == ops.worker).all():
         return False
-    ids = op_index(ops.kind, ops.micro, ops.stage, m, n_stages)
-    position = np.full(4 * m * n_stages, -1, dtype=np.int64)
-    position[ids] = np.arange(len(ops))
-    if np.count_nonzero(position >= 0) != len(ops):  # a repeat (then, with the count right, a missing one)
+    inputs = table_inputs(table, ops)
+    if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
         return False
-    end = ops.end
-    for dep in dependency_ids(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward):
-        has = dep >= 0
-        producer = position[dep[has]]
-        if (producer < 0).any() or (end[producer] > ops.start[has]).any():
-            return False
-    return True
+    has = inputs >= 0
+    return not (ops.end[inputs[has]] > np.broadcast_to(ops.start, inputs.shape)[has]).any()
 
 
 def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | None = None) -> np.ndarray | None:
