@@ -313,16 +313,17 @@ class _Columns:
         free = np.zeros(p, dtype=np.int64)
         chain_of = dict(zip(self.chained.tolist(), range(len(self.chained))))
         big = np.int64(1 << 40)  # keeps the chains apart in the prefix maximum
+        first, second, length, cell = self.first, self.second, self.length, self.cell
         for k in range(width):
-            row = np.maximum(np.maximum(free, end[self.first[k]]), end[self.second[k]])
+            row = np.maximum(np.maximum(free, end[first[k]]), end[second[k]])
             c = chain_of.get(k)
             if c is not None:
                 # x = max(own, previous in the chain's end): along a chain x - shift is a running maximum.
                 lanes, offset = self.lanes[c], self.segment[c] * big - self.shift[c]
                 row[lanes] = np.maximum.accumulate(row[lanes] + offset) - offset
             begin[k] = row
-            free = row + self.length[k]
-            end[self.cell[k]] = free
+            free = row + length[k]
+            end[cell[k]] = free
         start = np.empty_like(end)
         start[self.cell] = begin
         return start[: self.n]
