@@ -284,13 +284,17 @@ class _Columns:
             return None  # a cycle within a column
         head_of, depth_of = np.arange(n), np.zeros(n, dtype=np.int64)
         head_of[members], depth_of[members] = head, depth
-        real = np.arange(width)[:, None] < lengths[None, :]
-        cell = np.where(real, offsets[None, :] + np.arange(width)[:, None], n + 1)
-        spare = np.array([n, n])  # the inputs of "no input" and of padding
         first = np.where(in_column[0], n, dep_pos[0])
         second = np.where(in_column[1], n, dep_pos[1])
-        first, second = np.concatenate([first, spare])[cell], np.concatenate([second, spare])[cell]
-        length = np.concatenate([slots, [0, 0]])[cell]
+        if (lengths == width).all():  # no padding: the grid is the order seen column-wise
+            cell = np.arange(n).reshape(p, width).T
+            first, second, length = (a.reshape(p, width).T for a in (first, second, slots))
+        else:
+            real = np.arange(width)[:, None] < lengths[None, :]
+            cell = np.where(real, offsets[None, :] + np.arange(width)[:, None], n + 1)
+            spare = np.array([n, n])  # the inputs of "no input" and of padding
+            first, second = np.concatenate([first, spare])[cell], np.concatenate([second, spare])[cell]
+            length = np.concatenate([slots, [0, 0]])[cell]
         chained = np.unique(column[linked])
         # In a chained column, sort the lanes by (their chain's head lane, depth): chains contiguous, in order.
         worker = np.arange(p)[None, :]
@@ -510,8 +514,7 @@ def _valid(table: ScheduleTable) -> bool:
     inputs = table_inputs(table, ops)
     if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
         return False
-    has = inputs >= 0
-    return not (ops.end[inputs[has]] > np.broadcast_to(ops.start, inputs.shape)[has]).any()
+    return not ((ops.end[inputs] > ops.start) & (inputs >= 0)).any()  # an input ending after its consumer starts
 
 
 def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | None = None) -> np.ndarray | None:
