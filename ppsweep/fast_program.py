@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.fast_realize import FAST_KINDS, OpArrays, _plain_split, dependency_ids, op_index, table_ops
+from ppsweep.fast_realize import OpArrays, table_inputs, table_ops, well_formed
 from ppsweep.ops import Kind
-from ppsweep.program import KIND_ROW, Program, compile_program, sync_rings
+from ppsweep.program import KIND_ROW, Program, StepArrays, assemble_program, compile_program
 from ppsweep.table import ScheduleTable
 
 #: ``KIND_ROW`` indexed by kind code.
@@ -38,120 +38,67 @@ def compile_program_fast(table: ScheduleTable) -> Program:
         reference).
     """
     ops = table_ops(table)
-    if ops is None or len(ops) == 0 or not _plain_split(table.split_backward):
-        return compile_program(table, fast=False)
     m, n_stages, p = table.m, table.n_stages, table.p
-    if not np.isin(ops.kind, np.array([int(k) for k in FAST_KINDS])).all():
+    if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages):
         return compile_program(table, fast=False)
-    if (ops.micro < 0).any() or (ops.micro >= m).any() or (ops.stage < 0).any() or (ops.stage >= n_stages).any():
+    inputs = table_inputs(table, ops)
+    if inputs is None:  # an operation twice, or an input missing
         return compile_program(table, fast=False)
-    # The reference's order: by start slot, then worker.
-    order = np.lexsort((ops.worker, ops.start))
+    # The reference's order: by start slot, then worker (table_ops lists them worker by worker).
+    order = np.argsort(ops.start, kind="stable")
     ops = OpArrays(*(getattr(ops, f)[order] for f in ("worker", "start", "slots", "kind", "micro", "stage")))
     n = len(ops)
-    ids = op_index(ops.kind, ops.micro, ops.stage, m, n_stages)
-    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)
-    position[ids] = np.arange(n)
-    if np.count_nonzero(position[:-1] >= 0) != n:
-        return compile_program(table, fast=False)
-    deps = dependency_ids(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward)
-    dep_pos = [np.where(d >= 0, position[np.where(d >= 0, d, -1)], -2) for d in deps]
-    if any((d == -1).any() for d in dep_pos):  # an input missing from the table
-        return compile_program(table, fast=False)
+    moved_to = np.empty(n + 1, dtype=np.int64)
+    moved_to[order] = np.arange(n)
+    moved_to[n] = -1  # an input of -1 (none) reads this entry
+    dep_pos = moved_to[inputs[:, order]]
 
-    starts, wave = np.unique(ops.start, return_inverse=True)
-    wave = wave.reshape(-1).astype(np.int64)
-    n_waves = len(starts)
+    wave = np.concatenate([[0], np.cumsum(ops.start[1:] != ops.start[:-1])])  # waves: the distinct start slots
 
-    # Cross-worker inputs: (consumer, producer) pairs, in the reference's order (consumer, then input).
-    consumer_list, producer_list = [], []
-    remote_dep = []
-    for d in dep_pos:
-        has = d >= 0
-        remote = np.zeros(n, dtype=bool)
-        remote[has] = ops.worker[d[has]] != ops.worker[has]
-        remote_dep.append(remote)
-        consumer_list.append(np.flatnonzero(remote))
-        producer_list.append(d[remote])
-    if (remote_dep[0] & remote_dep[1]).any():  # two inputs from other workers: the reference refuses it
+    # Cross-worker inputs: at most one per operation (the reference refuses two).
+    remote = [(d >= 0) & (ops.worker[d] != ops.worker) for d in dep_pos]
+    if (remote[0] & remote[1]).any():
         return compile_program(table, fast=False)
-    consumer = np.concatenate(consumer_list)
-    producer = np.concatenate(producer_list)
-    dst_lo = np.full(n, p, dtype=np.int64)
-    dst_hi = np.full(n, -1, dtype=np.int64)
-    np.minimum.at(dst_lo, producer, ops.worker[consumer])
-    np.maximum.at(dst_hi, producer, ops.worker[consumer])
-    sends = dst_hi >= 0
-    if (dst_lo[sends] != dst_hi[sends]).any():
-        return compile_program(table, fast=False)  # the reference raises NotImplementedError naming the operation
-    senders = np.flatnonzero(sends)  # in the reference's order
+    remote_input = np.where(remote[0], dep_pos[0], np.where(remote[1], dep_pos[1], -1))
+    consumer = np.flatnonzero(remote_input >= 0)
+    producer = remote_input[consumer]
+    destination = np.full(n, -1, dtype=np.int64)
+    destination[producer] = ops.worker[consumer]
+    if (destination[producer] != ops.worker[consumer]).any():
+        return compile_program(table, fast=False)  # an output to two workers: the reference raises NotImplementedError
+    senders = np.flatnonzero(destination >= 0)  # in the reference's order
 
     # Links: numbered in the order the senders first use them, then the synchronisation rings'.
-    pair = ops.worker[senders] * p + dst_hi[senders]
-    codes, first_use = np.unique(pair, return_index=True)
-    by_first = np.argsort(first_use, kind="stable")
-    link_of_code = np.empty(len(codes), dtype=np.int64)
-    link_of_code[by_first] = np.arange(len(codes))
-    links: dict[tuple[int, int], int] = {
-        (int(c) // p, int(c) % p): int(link_of_code[i]) for i, c in enumerate(codes)
-    }
-    sender_link = link_of_code[np.searchsorted(codes, pair)]
-
-    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
-    sync_index = np.full(n_stages, -1, dtype=np.int64)
-    sync_index[np.array(sync_stages, dtype=np.int64)] = np.arange(len(sync_stages))
-    ready = np.zeros(n_stages, dtype=np.int64)
-    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
-    np.maximum.at(ready, ops.stage[frees], ops.end[frees])
-    sync_order = sorted(range(len(sync_stages)), key=lambda k: (int(ready[sync_stages[k]]), sync_stages[k]))
+    pair = ops.worker[senders] * p + destination[senders]
+    first_use = np.full(p * p, len(senders), dtype=np.int64)
+    np.minimum.at(first_use, pair, np.arange(len(senders)))
+    used = np.flatnonzero(first_use < len(senders))
+    used = used[np.argsort(first_use[used])]  # (src, dst) codes in link order
+    link_of_pair = np.full(p * p, -1, dtype=np.int64)
+    link_of_pair[used] = np.arange(len(used))
+    links: dict[tuple[int, int], int] = {(c // p, c % p): i for i, c in enumerate(used.tolist())}
+    sender_link = link_of_pair[pair]
 
     # Registers: first-fit interval colouring, senders in wave order.
     dies = np.full(n, -1, dtype=np.int64)
     np.maximum.at(dies, producer, wave[consumer])
     register, n_regs = _allocate_registers(wave[senders], dies[senders])
-    register_of = np.full(n, -1, dtype=np.int64)
+    register_of = np.full(n + 1, -1, dtype=np.int64)  # register_of[-1] = -1: no remote input
     register_of[senders] = register
-
-    shape = (n_waves, p)
-    lane = (wave, ops.worker)
-    rows = _ROW_OF_KIND[ops.kind] * n_stages + ops.stage
-    active = np.zeros(shape, dtype=bool)
-    active[lane] = True
-    cost_rows = np.zeros(shape, dtype=np.int64)
-    cost_rows[lane] = rows
-    dep_reg = np.full(shape, -1, dtype=np.int64)
-    for d, remote in zip(dep_pos, remote_dep):  # a later remote input overwrites an earlier one
-        dep_reg[wave[remote], ops.worker[remote]] = register_of[d[remote]]
-    out_reg = np.full(shape, -1, dtype=np.int64)
-    out_reg[wave[senders], ops.worker[senders]] = register
-    link = np.full(shape, len(links), dtype=np.int64)
-    link[wave[senders], ops.worker[senders]] = sender_link
-    sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
-    synced = frees & (sync_index[ops.stage] >= 0)
-    sync_slot[wave[synced], ops.worker[synced]] = sync_index[ops.stage[synced]] * p + ops.worker[synced]
-    dep_reg[dep_reg < 0] = n_regs
-    out_reg[out_reg < 0] = n_regs + 1
-    lane_end = np.zeros(shape, dtype=np.int64)
-    lane_end[lane] = ops.end
-    return Program(
-        p=p,
-        n_stages=n_stages,
-        active=active,
-        cost_row=cost_rows,
-        dep_reg=dep_reg,
-        out_reg=out_reg,
+    link = np.full(n, -1, dtype=np.int64)
+    link[senders] = sender_link
+    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.ops.frees_activation
+    steps = StepArrays(
+        wave=wave,
+        worker=ops.worker,
+        row=_ROW_OF_KIND[ops.kind] * n_stages + ops.stage,
+        end=ops.end,
+        reads=register_of[remote_input],
+        sends=register_of[:n],
         link=link,
-        sync_slot=sync_slot,
-        n_regs=n_regs,
-        links=np.array(sorted(links, key=links.get), dtype=np.int64).reshape(-1, 2),
-        sync_stages=np.array(sync_stages, dtype=np.int64),
-        sync_holders=sync_holders,
-        sync_ring_links=sync_ring,
-        sync_order=np.array(sync_order, dtype=np.int64),
-        n_ops=n,
-        compute_rows=rows,
-        lane_end=lane_end,
+        frees=np.where(frees, ops.stage, -1),
     )
+    return assemble_program(table, steps, n_regs, links, n_ops=n)
 
 
 def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray, int]:
@@ -171,18 +118,18 @@ def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray,
       ``(register of each message, registers used)``.
     """
     register = np.empty(len(born), dtype=np.int64)
-    free_after = np.empty(0, dtype=np.int64)
     if len(born) == 0:
         return register, 0
-    bounds = np.flatnonzero(np.diff(born)) + 1
-    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(born)]])):
-        count = hi - lo
-        free = np.flatnonzero(free_after <= born[lo])
-        if len(free) < count:
-            new = np.arange(len(free_after), len(free_after) + count - len(free), dtype=np.int64)
-            free_after = np.concatenate([free_after, np.empty(len(new), dtype=np.int64)])
-            free = np.concatenate([free, new])
-        chosen = free[:count]
+    # Registers not used yet count as free since wave -1: the lowest free ones are then the
+    # reference's choice, reused or new. The array grows when a wave finds too few free.
+    free_after = np.full(64, -1, dtype=np.int64)
+    bounds = (np.flatnonzero(np.diff(born)) + 1).tolist()
+    for lo, hi, wave in zip([0] + bounds, bounds + [len(born)], born[[0] + bounds].tolist()):
+        free = (free_after <= wave).nonzero()[0]
+        while len(free) < hi - lo:
+            free_after = np.concatenate([free_after, np.full(len(free_after), -1, dtype=np.int64)])
+            free = (free_after <= wave).nonzero()[0]
+        chosen = free[: hi - lo]
         free_after[chosen] = dies[lo:hi]
         register[lo:hi] = chosen
-    return register, len(free_after)
+    return register, int(register.max()) + 1

@@ -259,58 +259,100 @@ def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
         if step.sends is not None:
             links.setdefault((step.worker, remote_consumers[step.sends][0].worker), len(links))
 
-    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
-    sync_index = {s: k for k, s in enumerate(sync_stages)}
-    ready_slot = {s: 0 for s in sync_stages}
-    for item in placed:
-        for half in halves(item.op):
-            if frees_activation(half) and half.stage in ready_slot:
-                ready_slot[half.stage] = max(ready_slot[half.stage], item.end)
-    sync_order = sorted(range(len(sync_stages)), key=lambda k: (ready_slot[sync_stages[k]], sync_stages[k]))
-
-    n_waves, p = len(wave_of), table.p
-    shape = (n_waves, p)
-    active = np.zeros(shape, dtype=bool)
-    rows = np.zeros(shape, dtype=np.int64)
-    dep_reg = np.full(shape, -1, dtype=np.int64)
-    out_reg = np.full(shape, -1, dtype=np.int64)
-    link = np.full(shape, len(links), dtype=np.int64)
-    sync_slot = np.full(shape, len(sync_stages) * p, dtype=np.int64)
-    lane_end = np.zeros(shape, dtype=np.int64)
-
     register_of, n_regs = _allocate_registers(steps, wave_of)
-    for step in steps:
-        lane = (wave_of[step.key], step.worker)
-        active[lane] = True
-        rows[lane] = step.row
-        lane_end[lane] = step.end
-        if step.reads is not None:
-            dep_reg[lane] = register_of[step.reads]
-        if step.sends is not None:
-            out_reg[lane] = register_of[step.sends]
-            link[lane] = links[(step.worker, remote_consumers[step.sends][0].worker)]
-        if step.frees in sync_index:
-            sync_slot[lane] = sync_index[step.frees] * p + step.worker
-    dep_reg[dep_reg < 0] = n_regs
-    out_reg[out_reg < 0] = n_regs + 1
+
+    def each(value) -> np.ndarray:
+        return np.array([value(step) for step in steps], dtype=np.int64)
+
+    arrays = StepArrays(
+        wave=each(lambda step: wave_of[step.key]),
+        worker=each(lambda step: step.worker),
+        row=each(lambda step: step.row),
+        end=each(lambda step: step.end),
+        reads=each(lambda step: -1 if step.reads is None else register_of[step.reads]),
+        sends=each(lambda step: -1 if step.sends is None else register_of[step.sends]),
+        link=each(lambda step: -1 if step.sends is None else links[(step.worker, remote_consumers[step.sends][0].worker)]),
+        frees=each(lambda step: -1 if step.frees is None else step.frees),
+    )
+    return assemble_program(table, arrays, n_regs, links, n_ops=len(placed))
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """A compiled table step by step, in the engine's order (by wave, then worker): what
+    :func:`compile_program` and :func:`ppsweep.fast_program.compile_program_fast` both work out.
+
+    Attributes:
+      wave, worker: int arrays: the lane of each step (one operation, or one of a pair's four).
+      row: its duration row (:func:`cost_row`).
+      end: the slot where its operation (a pair: the whole pair) ends in the table.
+      reads: register holding its cross-worker input's arrival, -1 where none.
+      sends: register its outgoing message's arrival goes to, -1 where none.
+      link: the directed link that message takes, -1 where none.
+      frees: the stage whose activation it frees (a backward, or W of a split one), -1 where none.
+    """
+
+    wave: np.ndarray
+    worker: np.ndarray
+    row: np.ndarray
+    end: np.ndarray
+    reads: np.ndarray
+    sends: np.ndarray
+    link: np.ndarray
+    frees: np.ndarray
+
+
+def assemble_program(table: ScheduleTable, steps: StepArrays, n_regs: int, links: dict[tuple[int, int], int], n_ops: int) -> Program:
+    """The :class:`Program` of ``table`` from its steps: lanes filled, synchronisations added.
+
+    Args:
+      table: the compiled table (its placement gives the synchronised stages).
+      steps: every step, in the engine's order.
+      n_regs: registers the messages use.
+      links: ``(src, dst) -> link`` of the messages, numbered in the order they are first used;
+        the synchronisation rings' links are added after them.
+      n_ops: operations in the table (a pair counts once).
+
+    Returns:
+      The program.
+    """
+    p = table.p
+    sync_stages, sync_holders, sync_ring = sync_rings(table, links)
+    n_sync = len(sync_stages)
+    sync_index = np.full(table.n_stages + 1, -1, dtype=np.int64)  # the last entry: frees nothing
+    sync_index[np.array(sync_stages, dtype=np.int64)] = np.arange(n_sync)
+    # A synchronisation is ready when the idealized table ends the last backward of its stage.
+    ready = np.zeros(table.n_stages + 1, dtype=np.int64)
+    np.maximum.at(ready, steps.frees, steps.end)
+    sync_order = sorted(range(n_sync), key=lambda k: (int(ready[sync_stages[k]]), sync_stages[k]))
+
+    shape = (int(steps.wave.max()) + 1 if len(steps.wave) else 0, p)
+    lane = steps.wave * p + steps.worker  # flat index into a (waves, p) grid
+
+    def lanes(fill: int, values: np.ndarray, dtype=np.int64) -> np.ndarray:
+        grid = np.full(shape, fill, dtype=dtype)
+        grid.reshape(-1)[lane] = values
+        return grid
+
+    synced = sync_index[steps.frees]
     return Program(
         p=p,
         n_stages=table.n_stages,
-        active=active,
-        cost_row=rows,
-        dep_reg=dep_reg,
-        out_reg=out_reg,
-        link=link,
-        sync_slot=sync_slot,
+        active=lanes(False, True, dtype=bool),
+        cost_row=lanes(0, steps.row),
+        dep_reg=lanes(n_regs, np.where(steps.reads >= 0, steps.reads, n_regs)),  # zero_reg where none
+        out_reg=lanes(n_regs + 1, np.where(steps.sends >= 0, steps.sends, n_regs + 1)),  # trash_reg
+        link=lanes(len(links), np.where(steps.link >= 0, steps.link, len(links))),  # trash_link
+        sync_slot=lanes(n_sync * p, np.where(synced >= 0, synced * p + steps.worker, n_sync * p)),  # trash_sync
         n_regs=n_regs,
         links=np.array(sorted(links, key=links.get), dtype=np.int64).reshape(-1, 2),
         sync_stages=np.array(sync_stages, dtype=np.int64),
         sync_holders=sync_holders,
         sync_ring_links=sync_ring,
         sync_order=np.array(sync_order, dtype=np.int64),
-        n_ops=len(placed),
-        compute_rows=np.array([step.row for step in steps], dtype=np.int64),
-        lane_end=lane_end,
+        n_ops=n_ops,
+        compute_rows=steps.row,
+        lane_end=lanes(0, steps.end),
     )
 
 

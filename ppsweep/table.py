@@ -202,6 +202,16 @@ class OrderDeadlockError(ValueError):
     """A per-worker order that can never run to the end (a cycle through its dependencies)."""
 
 
+def check_slots(f_slots: int, b_slots: int) -> None:
+    """Raise a ValueError naming ``f_slots`` and ``b_slots`` where either is below 1.
+
+    Args:
+      f_slots: slots a forward takes. b_slots: slots a full backward takes.
+    """
+    if f_slots < 1 or b_slots < 1:
+        raise ValueError(f"f_slots and b_slots must be >= 1, got f_slots={f_slots}, b_slots={b_slots}")
+
+
 def realize(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
     """Realize a per-worker order as an as-soon-as-possible table (docs/contract.md §2).
 
@@ -217,10 +227,10 @@ def realize(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Schedul
       The dense table.
 
     Raises:
+      ValueError: ``f_slots`` or ``b_slots`` below 1.
       OrderDeadlockError: when no worker can start its next operation.
     """
-    if f_slots < 1 or b_slots < 1:
-        raise ValueError(f"f_slots and b_slots must be >= 1, got f_slots={f_slots}, b_slots={b_slots}")
+    check_slots(f_slots, b_slots)
     finished: dict[Op, int] = {}
     free = [0] * order.p
     cursor = [0] * order.p

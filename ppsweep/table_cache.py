@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from ppsweep.fast_realize import table_ops
 from ppsweep.table import ScheduleTable
 
 #: Environment variable naming the cache directory (``off``: no cache).
@@ -87,14 +88,11 @@ def cached_table(
         if table is not None:
             return table
     table = build()
-    if table.kind.size >= MIN_CELLS and _restorable(table):
+    # The file keeps the arrays the array paths read: tables they leave to the references (F&B
+    # pairs, a backward split for some operations only) are not stored.
+    if table.kind.size >= MIN_CELLS and table_ops(table) is not None:
         _write(path, table)
     return table
-
-
-def _restorable(table: ScheduleTable) -> bool:
-    """True where the file keeps everything of ``table``: no F&B pairs, the backward split for all or none."""
-    return table.pair_micro is None and isinstance(table.split_backward, (bool, np.bool_))
 
 
 def _read(path: Path) -> ScheduleTable | None:

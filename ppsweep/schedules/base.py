@@ -9,12 +9,79 @@ rule saying for which ``(p, m, options)`` it can run.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import cached_property
+from typing import Any, Callable, Union
 
 import numpy as np
 
-from ppsweep.ops import Op, SplitBackward
+from ppsweep.ops import Kind, Op, SplitBackward
+
+
+class OrderArrays(Sequence):
+    """Per-worker orders held as flat integer arrays, worker by worker: the array form of a schedule's order.
+
+    Generators that compute their orders with numpy return this instead of tuples of
+    :class:`~ppsweep.ops.Op`; the array paths (:mod:`ppsweep.fast_realize`) read the arrays as they
+    are, while everything else sees a sequence of per-worker tuples of operations, built on first
+    access (``orders[w]``, ``len(orders)``, iteration and ``==`` behave as for the tuples).
+
+    Attributes:
+      lengths: int array ``(p,)``: operations of each worker.
+      kind, micro, stage: int arrays ``(sum(lengths),)``: the operations, worker 0's first, each
+        worker's in its order.
+    """
+
+    def __init__(self, lengths: np.ndarray, kind: np.ndarray, micro: np.ndarray, stage: np.ndarray) -> None:
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.kind, self.micro, self.stage = (np.asarray(a, dtype=np.int64).reshape(-1) for a in (kind, micro, stage))
+        if not (self.kind.shape == self.micro.shape == self.stage.shape == (int(self.lengths.sum()),)):
+            raise ValueError(
+                f"kind, micro and stage must each hold sum(lengths)={int(self.lengths.sum())} operations, "
+                f"got {self.kind.shape}, {self.micro.shape}, {self.stage.shape}"
+            )
+
+    @classmethod
+    def from_grid(cls, kind: np.ndarray, micro: np.ndarray, stage: np.ndarray) -> "OrderArrays":
+        """Orders in which every worker runs as many operations: ``(p, L)`` arrays, row ``w`` worker ``w``'s order.
+
+        Args:
+          kind, micro, stage: int arrays of one shape ``(p, L)`` (broadcast against each other).
+
+        Returns:
+          The orders.
+        """
+        kind, micro, stage = np.broadcast_arrays(kind, micro, stage)
+        p, per_worker = kind.shape
+        return cls(np.full(p, per_worker), kind, micro, stage)
+
+    @cached_property
+    def _rows(self) -> tuple[tuple[Op, ...], ...]:
+        kinds = {int(k): k for k in Kind}
+        ops = [Op(kinds[k], j, s) for k, j, s in zip(self.kind.tolist(), self.micro.tolist(), self.stage.tolist())]
+        bounds = np.concatenate([[0], np.cumsum(self.lengths)]).tolist()
+        return tuple(tuple(ops[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+    def __getitem__(self, w):
+        return self._rows[w]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return self._rows == tuple(tuple(row) for row in other)
+
+    __hash__ = None  # like a list: compared by value, not hashed
+
+    def __repr__(self) -> str:
+        return f"OrderArrays(p={len(self)}, operations={int(self.lengths.sum())})"
+
+
+#: A schedule's per-worker orders: tuples of operations, or the same as arrays.
+Orders = Union[tuple[tuple[Op, ...], ...], OrderArrays]
 
 
 @dataclass(frozen=True)
@@ -26,7 +93,8 @@ class ScheduleOrder:
       p: number of workers.
       m: number of microbatches.
       n_stages: stages ``S`` on a microbatch's path through the model.
-      orders: ``orders[w]`` is the sequence of operations worker ``w`` runs.
+      orders: ``orders[w]`` is the sequence of operations worker ``w`` runs (tuples of operations, or an
+        :class:`OrderArrays` from generators that compute their order with numpy).
       placement: int array ``(R, S)``: worker of stage ``s`` of replica ``r``.
       micro_replica: int array ``(m,)``: replica each microbatch runs through.
       stage_fractions: float array ``(S,)``: share of the model's layers in each stage
@@ -40,7 +108,7 @@ class ScheduleOrder:
     p: int
     m: int
     n_stages: int
-    orders: tuple[tuple[Op, ...], ...]
+    orders: Orders
     placement: np.ndarray
     micro_replica: np.ndarray
     stage_fractions: np.ndarray

@@ -6,8 +6,10 @@ order, then their backwards in the same order, so it holds all ``m`` activations
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
+import numpy as np
+
+from ppsweep.ops import Kind
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 
 def why_unsupported(p: int, m: int) -> str | None:
@@ -16,11 +18,11 @@ def why_unsupported(p: int, m: int) -> str | None:
 
 
 def build_order(p: int, m: int) -> ScheduleOrder:
-    """Per-worker order: ``F0 … F(m-1)`` then ``B0 … B(m-1)`` on every worker."""
-    orders = tuple(
-        tuple(Op(Kind.F, j, w) for j in range(m)) + tuple(Op(Kind.B, j, w) for j in range(m))
-        for w in range(p)
-    )
+    """Per-worker order: ``F0 … F(m-1)`` then ``B0 … B(m-1)`` on every worker (as arrays)."""
+    kind = np.repeat([int(Kind.F), int(Kind.B)], m)[None, :]  # the forwards, then the backwards
+    micro = np.tile(np.arange(m), 2)[None, :]  # microbatches 0 … m-1 in each
+    stage = np.arange(p)[:, None]  # worker w runs stage w
+    orders = OrderArrays.from_grid(kind, micro, stage)
     return ScheduleOrder("gpipe", p, m, p, orders, **one_replica_layout(p, m, p, list(range(p))))
 
 

@@ -55,8 +55,10 @@ activations of ``1/p`` of the model, as much as 1F1B holds at ``m >= p``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ppsweep.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 DEFAULT_WAVES = 1
 
@@ -96,11 +98,11 @@ def worker_stages(p: int, waves: int, w: int) -> list[int]:
     return [s for s in range(n_stages(p, waves)) if stage_worker(s, p) == w]
 
 
-def diagram_slot(kind: Kind, unit: int, j: int, stage: int, p: int, waves: int) -> int:
+def diagram_slot(kind, unit, j, stage, p: int, waves: int):
     """Slot of an operation in the equal-slot wave diagram.
 
     Args:
-      kind: F or B.
+      kind: F or B (or an int array of kind codes; the other arguments then broadcast with it).
       unit: the unit, ``0 … m/p-1``.
       j: microbatch within its unit, ``0 … p-1``.
       stage: the stage, ``0 … S-1``.
@@ -112,14 +114,17 @@ def diagram_slot(kind: Kind, unit: int, j: int, stage: int, p: int, waves: int) 
     """
     s_total = n_stages(p, waves)
     offset = 4 * waves * p * unit + 2 * j
-    return offset + (stage if kind == Kind.F else 2 * s_total - 1 - stage)
+    return offset + np.where(np.equal(kind, Kind.F), stage, 2 * s_total - 1 - stage)
 
 
 def worker_order(p: int, m: int, waves: int, w: int) -> tuple[Op, ...]:
-    """Worker ``w``'s operations sorted by their slot in the wave diagram."""
+    """Worker ``w``'s operations sorted by their slot in the wave diagram, one at a time.
+
+    The reference the tests compare :func:`build_order` (the same, for all workers at once) with.
+    """
     stages = worker_stages(p, waves, w)
     timed = [
-        (diagram_slot(kind, unit, j, s, p, waves), Op(kind, unit * p + j, s))
+        (int(diagram_slot(kind, unit, j, s, p, waves)), Op(kind, unit * p + j, s))
         for unit in range(m // p)
         for j in range(p)
         for s in stages
@@ -130,16 +135,28 @@ def worker_order(p: int, m: int, waves: int, w: int) -> tuple[Op, ...]:
 
 
 def build_order(p: int, m: int, waves: int = DEFAULT_WAVES) -> ScheduleOrder:
-    """Per-worker orders of Hanayo (see the module docstring)."""
+    """Per-worker orders of Hanayo (see the module docstring): each worker's operations sorted by
+    their slot in the wave diagram, all workers at once with numpy (:func:`worker_order` one by one).
+    """
     waves = check_waves(waves)
     s_total = n_stages(p, waves)
     placement = [stage_worker(s, p) for s in range(s_total)]
+    # Every operation of every worker: axes (worker, unit, microbatch of the unit, the worker's
+    # stage, F or B), in the order worker_order lists them before sorting.
+    held = np.argsort(placement, kind="stable").reshape(p, 2 * waves)  # row w: worker_stages(p, waves, w)
+    stages = held[:, None, None, :, None]
+    unit = np.arange(m // p)[None, :, None, None, None]
+    j = np.arange(p)[None, None, :, None, None]
+    kind = np.array([int(Kind.F), int(Kind.B)])[None, None, None, None, :]
+    kind, unit, j, stages = (a.reshape(p, -1) for a in np.broadcast_arrays(kind, unit, j, stages))
+    by_slot = np.argsort(diagram_slot(kind, unit, j, stages, p, waves), axis=1, kind="stable")
+    orders = OrderArrays.from_grid(*(np.take_along_axis(a, by_slot, axis=1) for a in (kind, unit * p + j, stages)))
     return ScheduleOrder(
         name="hanayo",
         p=p,
         m=m,
         n_stages=s_total,
-        orders=tuple(worker_order(p, m, waves, w) for w in range(p)),
+        orders=orders,
         options={"waves": waves},
         **one_replica_layout(p, m, s_total, placement),
     )

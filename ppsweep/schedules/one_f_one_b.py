@@ -7,12 +7,18 @@ Stage ``s`` lives on worker ``s``. The schedule has three phases on each worker:
 - **cool-down**: the remaining backwards.
 
 It has GPipe's bubble but holds at most ``min(p, m)`` activations.
+
+:func:`build_order` computes every worker's phases at once with numpy (a table is built in
+microseconds per thousand operations); :func:`worker_order` says the same one operation at a time
+and is the reference the tests compare it with.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ppsweep.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 
 def why_unsupported(p: int, m: int) -> str | None:
@@ -31,8 +37,24 @@ def worker_order(p: int, m: int, w: int) -> tuple[Op, ...]:
 
 
 def build_order(p: int, m: int) -> ScheduleOrder:
-    """Per-worker orders of 1F1B."""
-    orders = tuple(worker_order(p, m, w) for w in range(p))
+    """Per-worker orders of 1F1B: :func:`worker_order` for all workers at once, as arrays.
+
+    Position ``k`` of worker ``w``'s ``2m`` operations, with ``warmup = min(p-1-w, m)``:
+
+    - **warm-up** (``k < warmup``): ``F(k)``;
+    - **steady state** (``warmup <= k < 2m - warmup``): ``F(warmup + i)`` then ``B(i)``,
+      ``i = (k - warmup) // 2``;
+    - **cool-down** (``k >= 2m - warmup``): ``B(k - m)``, the backwards left.
+    """
+    w = np.arange(p)[:, None]  # a row per worker (its stage)
+    k = np.arange(2 * m)[None, :]  # a column per position in the worker's order
+    warmup = np.minimum(p - 1 - w, m)
+    steady = (k >= warmup) & (k < 2 * m - warmup)
+    cooldown = k >= 2 * m - warmup
+    i = (k - warmup) // 2
+    backward = cooldown | (steady & ((k - warmup) % 2 == 1))
+    micro = np.where(steady, np.where(backward, i, warmup + i), np.where(cooldown, k - m, k))
+    orders = OrderArrays.from_grid(np.where(backward, int(Kind.B), int(Kind.F)), micro, w)
     return ScheduleOrder("1f1b", p, m, p, orders, **one_replica_layout(p, m, p, list(range(p))))
 
 

@@ -1,0 +1,109 @@
+"""Orders computed as arrays, and the two ways of placing an order as soon as possible.
+
+- 1F1B and Hanayo build their orders with numpy (``build_order``); their one-operation-at-a-time
+  descriptions (``worker_order``) are the readable references they must equal. GPipe's array order
+  is checked against its definition written out here.
+- ``OrderArrays`` behaves as the tuples of operations it stands for.
+- ``fast_realize`` places an order column by column where it can (``_Columns``) and wavefront by
+  wavefront otherwise; both must give the same start slots, and an order the column path declines
+  must still give the reference's table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ppsweep import SCHEDULES
+from ppsweep.build import resolve_options, why_unsupported
+from ppsweep.fast_realize import (
+    _Columns,
+    _order_arrays,
+    _wavefront_starts,
+    input_positions,
+    kind_slots,
+    realize_fast,
+    well_formed,
+)
+from ppsweep.ops import Kind, Op
+from ppsweep.schedules import get_schedule, gpipe, hanayo, one_f_one_b
+from ppsweep.schedules.base import OrderArrays, ScheduleOrder, one_replica_layout
+from ppsweep.table import realize
+
+SMALL = [(p, m) for p in (2, 3, 4, 5, 8) for m in range(1, 2 * p + 3)]
+
+
+@pytest.mark.parametrize("p,m", SMALL)
+def test_1f1b_and_gpipe_array_orders_equal_their_definitions(p, m):
+    expected = tuple(one_f_one_b.worker_order(p, m, w) for w in range(p))
+    assert one_f_one_b.build_order(p, m).orders == expected
+    gpipe_rows = tuple(
+        tuple(Op(Kind.F, j, w) for j in range(m)) + tuple(Op(Kind.B, j, w) for j in range(m)) for w in range(p)
+    )
+    assert gpipe.build_order(p, m).orders == gpipe_rows
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 6])
+@pytest.mark.parametrize("units", [1, 2, 3])
+@pytest.mark.parametrize("waves", [1, 2, 3])
+def test_hanayo_array_order_equals_its_slot_by_slot_description(p, units, waves):
+    m = units * p
+    expected = tuple(hanayo.worker_order(p, m, waves, w) for w in range(p))
+    assert hanayo.build_order(p, m, waves).orders == expected
+
+
+def test_order_arrays_behave_as_the_tuples_they_hold():
+    rows = ((Op(Kind.F, 0, 0), Op(Kind.B, 0, 0)), (Op(Kind.F, 0, 1),))
+    arrays = OrderArrays(np.array([2, 1]), [1, 2, 1], [0, 0, 0], [0, 0, 1])
+    assert len(arrays) == 2 and arrays[0] == rows[0] and arrays[1] == rows[1]
+    assert arrays == rows and rows == arrays and list(arrays) == list(rows)
+    assert isinstance(arrays[0][1].kind, Kind) and arrays[0][1].kind == Kind.B
+    assert arrays != rows[:1]
+    with pytest.raises(ValueError, match="sum\\(lengths\\)=3"):
+        OrderArrays(np.array([2, 1]), [1, 2], [0, 0], [0, 0])
+
+
+def _asap_inputs(order: ScheduleOrder, f_slots: int, b_slots: int):
+    lengths, _, kind, micro, stage = _order_arrays(order)
+    if not well_formed(kind, micro, stage, order.m, order.n_stages) or not isinstance(order.split_backward, bool):
+        return None
+    inputs = input_positions(kind, micro, stage, order.m, order.n_stages, order.split_backward)
+    return lengths, np.where(inputs >= 0, inputs, len(kind)), kind_slots(kind, f_slots, b_slots)
+
+
+def _schedule_cases():
+    cases = []
+    for name in sorted(SCHEDULES):
+        for p, m in [(2, 3), (4, 4), (4, 8), (6, 12)]:
+            if why_unsupported(name, p, m) is None:
+                cases.append((name, p, m))
+    return cases
+
+
+@pytest.mark.parametrize("name,p,m", _schedule_cases())
+@pytest.mark.parametrize("f_slots,b_slots", [(1, 2), (1, 1), (2, 3)])
+def test_column_and_wavefront_placements_agree(name, p, m, f_slots, b_slots):
+    order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
+    args = _asap_inputs(order, f_slots, b_slots)
+    if args is None:
+        pytest.skip(f"{name}: operations the array paths leave to the reference (F&B pairs)")
+    columns = _Columns.of(*args)
+    assert columns is not None, f"{name}: every registered schedule's order has column levels"
+    assert np.array_equal(columns.starts(), _wavefront_starts(*args))
+
+
+def test_an_order_without_column_levels_goes_wavefront_by_wavefront():
+    # Worker 0 holds stages 0 and 1, worker 1 stage 2: F(0, 2) sits in column 0 of worker 1, its
+    # input F(0, 1) in column 1 of worker 0, a later column.
+    p, m, stages = 2, 2, 3
+    worker0 = tuple(Op(Kind.F, j, s) for j in range(m) for s in (0, 1)) + tuple(
+        Op(Kind.B, j, s) for j in range(m) for s in (1, 0)
+    )
+    worker1 = tuple(op for j in range(m) for op in (Op(Kind.F, j, 2), Op(Kind.B, j, 2)))
+    order = ScheduleOrder("two_stages_on_w0", p, m, stages, (worker0, worker1), **one_replica_layout(p, m, stages, [0, 0, 1]))
+    for f_slots, b_slots in [(1, 2), (2, 3)]:
+        args = _asap_inputs(order, f_slots, b_slots)
+        assert _Columns.of(*args) is None
+        fast, ref = realize_fast(order, f_slots, b_slots), realize(order, f_slots, b_slots)
+        for field in ("kind", "micro", "stage", "replica"):
+            assert np.array_equal(getattr(fast, field), getattr(ref, field)), field
