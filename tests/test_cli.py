@@ -62,11 +62,17 @@ def test_runs_from_another_directory_with_a_user_config_dir(tmp_path):
         ("comm.mode=telepathy", "comm.mode: unknown mode 'telepathy'; accepted: overlap, blocking, contention"),
     ],
 )
-def test_bad_input_one_clear_line(tmp_path, override, field):
-    run = ppsweep("+sweep=bandwidth", override, f"results_dir={tmp_path}", cwd=ROOT)
-    assert run.returncode == 2
-    lines = run.stderr.strip().splitlines()
+def test_bad_input_one_clear_line(tmp_path, capsys, override, field):
+    # In process (the command's own run on the composed config): test_config_is_checked_before_jax
+    # checks such a refusal through a real `python -m ppsweep`.
+    from ppsweep.cli import run
+    from ppsweep.config import compose_config
+
+    assert run(compose_config(["+sweep=bandwidth", override, f"results_dir={tmp_path}"])) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0]
+    assert not captured.out
     assert not (tmp_path / "bandwidth.zarr").exists()  # nothing started
 
 

@@ -142,22 +142,27 @@ def page(store, tmp_path_factory):
     return path
 
 
-def test_the_page_renders_without_console_errors(page, tmp_path):
+@pytest.fixture(scope="module")
+def default_shot(page, tmp_path_factory):
+    """The page at its default selection, shot once: (its console lines, its pixels)."""
     _need_chromium()
-    console = _shoot(page.as_uri(), tmp_path / "shot.png")
+    shot = tmp_path_factory.mktemp("shots") / "shot.png"
+    console = _shoot(page.as_uri(), shot)
+    return console, _pixels(shot)
+
+
+def test_the_page_renders_without_console_errors(default_shot):
+    console, pixels = default_shot
     assert any("[bokeh" in line for line in console), console  # BokehJS ran
     errors = [line for line in console if re.search(r"Uncaught|Error|error|failed", line)]
     assert not errors, errors
-    pixels = _pixels(tmp_path / "shot.png")
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50  # not blank
     # Default selection p=2, m=2: chimera wins above a crossover bandwidth, so its colour fills map cells.
     assert _count(pixels, CHIMERA_RGB) > 5000
 
 
-def test_changing_a_selector_changes_the_plot(page, tmp_path):
-    _need_chromium()
-    _shoot(page.as_uri(), tmp_path / "before.png")
-    before = _pixels(tmp_path / "before.png")
+def test_changing_a_selector_changes_the_plot(page, default_shot, tmp_path):
+    _, before = default_shot
     console = _shoot(page.as_uri() + "#p=4&m=6", tmp_path / "after.png")
     assert not [line for line in console if re.search(r"Uncaught|Error|error|failed", line)]
     after = _pixels(tmp_path / "after.png")

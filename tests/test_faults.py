@@ -159,7 +159,7 @@ def test_a_different_identity_is_refused_naming_what_differs(tmp_path):
         check_store(path, spec_of("comm.mode=contention", "latency=[2.0e-6]"))
 
 
-def test_killed_then_resumed_with_another_comm_mode_is_refused_and_the_same_resumes_identical(tmp_path, reference):
+def test_killed_then_resumed_with_another_comm_mode_is_refused_and_the_same_resumes_identical(tmp_path, reference, capsys):
     args = (*GRID, "name=grid", f"results_dir={tmp_path}")
     process = subprocess.Popen([sys.executable, "-m", "ppsweep", *args, "comm.mode=contention"], cwd=ROOT, env=ENV,
                                stderr=subprocess.PIPE, text=True)
@@ -173,10 +173,10 @@ def test_killed_then_resumed_with_another_comm_mode_is_refused_and_the_same_resu
     assert other.returncode == 2
     assert error_lines(other.stderr)[-1].startswith("error: ") and "comm.mode: store has contention, this run overlap" in other.stderr
     assert "Traceback" not in other.stderr
-    scan = command("ppsweep", *args, "comm.mode=contention", "engine.method=scan")
-    assert scan.returncode == 2 and "engine.method: store has auto, this run scan" in scan.stderr
-    resumed = command("ppsweep", *args, "comm.mode=contention")
-    assert resumed.returncode == 0, resumed.stderr
+    # The second refusal and the resume in process (the refusal above and the kill are the real processes').
+    assert run(compose_config([*args, "comm.mode=contention", "engine.method=scan", "progress=false"])) == 2
+    assert "engine.method: store has auto, this run scan" in capsys.readouterr().err
+    assert run(compose_config([*args, "comm.mode=contention", "progress=false"])) == 0, capsys.readouterr().err
     assert values(tmp_path / "grid.zarr") == values(reference)
 
 
@@ -241,11 +241,13 @@ def test_damaged_chunks_are_named_refused_on_open_and_recomputed(tmp_path, refer
     assert values(store) == values(reference)
 
 
-def test_verify_names_damage_analyze_says_one_line_and_repair_restores(tmp_path, reference):
+def test_verify_names_damage_analyze_says_one_line_and_repair_restores(tmp_path, reference, capsys):
+    from ppsweep.verify import main as verify_main
+
     store = tmp_path / "grid.zarr"
     shutil.copytree(reference, store)
-    whole = command("ppsweep.verify", str(store))
-    assert whole.returncode == 0 and "4 finished units match their checksums" in whole.stdout
+    assert verify_main([str(store)]) == 0  # in process; the refusals below are real processes'
+    assert "4 finished units match their checksums" in capsys.readouterr().out
     _damage(store)
     found = command("ppsweep.verify", str(store))
     assert found.returncode == 1 and error_lines(found.stderr) == [
@@ -254,8 +256,9 @@ def test_verify_names_damage_analyze_says_one_line_and_repair_restores(tmp_path,
     ]
     analyze = command("ppsweep.analyze", str(store), "--no-figures")
     assert analyze.returncode == 2 and len(error_lines(analyze.stderr)) == 1 and "(p=2, m=4)" in analyze.stderr
-    repaired = command("ppsweep.verify", str(store), "--repair")
-    assert repaired.returncode == 0 and "(3 repaired)" in repaired.stdout, repaired.stderr
+    assert verify_main([str(store), "--repair"]) == 0  # in process: the sweep's shapes are compiled already
+    repaired = capsys.readouterr()
+    assert "(3 repaired)" in repaired.out, repaired.err
     assert values(store) == values(reference)
 
 

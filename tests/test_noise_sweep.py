@@ -36,27 +36,33 @@ def _run(tmp_path, name, **overrides):
     return xr.open_zarr(tmp_path / f"{name}.zarr").load()
 
 
-def test_noisy_store_has_a_sample_dimension_and_the_noise_free_time(tmp_path):
-    ds = _run(tmp_path, "noisy", noise=JITTER)
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """The grid swept once without noise ("plain") and once with JITTER ("noisy"); the tests only read them."""
+    out = tmp_path_factory.mktemp("noise_sweep")
+    return out, _run(out, "plain"), _run(out, "noisy", noise=JITTER)
+
+
+def test_noisy_store_has_a_sample_dimension_and_the_noise_free_time(stores):
+    _, plain, ds = stores
     assert ds["t_sim"].dims == ("schedule", "p", "m", "bandwidth", "latency", "sample")
     assert ds.sizes["sample"] == 5 and ds["rank_sim"].dims == ds["t_sim"].dims
     assert ds["t_sim_nominal"].dims == ("schedule", "p", "m", "bandwidth", "latency")
-    plain = _run(tmp_path, "plain")
     xr.testing.assert_equal(ds["t_sim_nominal"], plain["t_sim"].rename("t_sim_nominal").assign_attrs(ds["t_sim_nominal"].attrs))
     ok = ds["valid"]
     assert bool((ds["t_sim"].std("sample") > 0).where(ok, True).all())  # the noise moves every valid point
 
 
-def test_zero_noise_gives_the_noise_free_store_bit_for_bit(tmp_path):
+def test_zero_noise_gives_the_noise_free_store_bit_for_bit(tmp_path, stores):
+    _, plain, _ = stores
     zero = _run(tmp_path, "zero", noise={"samples": 3, "compute": {"cv": 0.0}})
-    plain = _run(tmp_path, "plain")
     for name in ("t_sim", "throughput", "idle_sim", "comm_time", "rank_sim"):
         for k in range(3):
             np.testing.assert_array_equal(zero[name].isel(sample=k).values, plain[name].values)
 
 
-def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path):
-    whole = _run(tmp_path, "whole", noise=JITTER)
+def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path, stores):
+    _, _, whole = stores
     spec = SweepSpec.from_config(config(name="parts", noise=JITTER, engine={"chunk": 8}))
     # units run in another order, with another engine chunk: a shard-like split
     from ppsweep.store import open_for_sweep, write_unit
@@ -70,13 +76,15 @@ def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path):
         np.testing.assert_array_equal(parts[name].values, whole[name].values)
 
 
-def test_noise_changes_the_store_identity(tmp_path):
+def test_noise_changes_the_store_identity(tmp_path, stores):
+    import shutil
+
     from ppsweep.store import StoreError
 
-    _run(tmp_path, "ident", noise=JITTER)
-    other = SweepSpec.from_config(config(name="ident", noise={**JITTER, "seed": 4}))
+    shutil.copytree(stores[0] / "noisy.zarr", tmp_path / "noisy.zarr")  # the shared store stays untouched
+    other = SweepSpec.from_config(config(name="noisy", noise={**JITTER, "seed": 4}))
     with pytest.raises(StoreError):
-        run_sweep(other, tmp_path / "ident.zarr", "yaml: 1", progress=False)
+        run_sweep(other, tmp_path / "noisy.zarr", "yaml: 1", progress=False)
 
 
 def test_bad_noise_config_is_refused_before_any_work():

@@ -33,11 +33,18 @@ def config(**overrides):
     return cfg
 
 
-def test_store_schema_and_values(tmp_path):
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """``config()`` swept once by an uninterrupted run: (its report, the store); the tests only read it."""
+    path = tmp_path_factory.mktemp("sweep_store") / "test.zarr"
+    return run_sweep(SweepSpec.from_config(config()), path, "yaml: 1", progress=False), path
+
+
+def test_store_schema_and_values(swept):
     spec = SweepSpec.from_config(config())
-    report = run_sweep(spec, tmp_path / "test.zarr", "yaml: 1", progress=False)
+    report, path = swept
     assert report.complete and report.units_run == 4 and report.points_run == spec.n_points == 2 * 2 * 2 * 6 * 2
-    ds = xr.open_zarr(tmp_path / "test.zarr")
+    ds = xr.open_zarr(path)
     assert dict(ds.sizes) == {"schedule": 2, "p": 2, "m": 2, "bandwidth": 6, "latency": 2}
     for name, (kind, units, _) in VARIABLES.items():
         assert ds[name].attrs["units"] == units and ds[name].attrs["long_name"]
@@ -71,10 +78,9 @@ def test_comm_and_compute_axes(tmp_path):
     assert bool((t.sel(compute=1e14) > t.sel(compute=1e15)).all())
 
 
-def test_resume_computes_only_missing_units_and_matches(tmp_path):
+def test_resume_computes_only_missing_units_and_matches(tmp_path, swept):
     spec = SweepSpec.from_config(config())
-    full = tmp_path / "full.zarr"
-    run_sweep(spec, full, "", progress=False)
+    full = swept[1]
     partial = tmp_path / "partial.zarr"
     group, pending = open_for_sweep(partial, spec, "")
     assert pending == spec.units()
@@ -92,9 +98,11 @@ def test_resume_computes_only_missing_units_and_matches(tmp_path):
     assert run_sweep(spec, partial, "", progress=False).units_run == 0  # finished: left alone
 
 
-def test_refuses_a_store_of_another_grid(tmp_path):
+def test_refuses_a_store_of_another_grid(tmp_path, swept):
+    import shutil
+
     path = tmp_path / "s.zarr"
-    run_sweep(SweepSpec.from_config(config()), path, "", progress=False)
+    shutil.copytree(swept[1], path)  # the shared store stays untouched
     other = SweepSpec.from_config(config(p=[2]))
     with pytest.raises(StoreError, match="different sweep"):
         run_sweep(other, path, "", progress=False)
