@@ -211,8 +211,9 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     k = len(hop(0)) if program.n_links else 0
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    for t, w in zip(*np.nonzero(program.link != program.trash_link)):
-        lanes[t, w] = hop(int(program.link[t, w]))
+    if k:  # messages hold resources (contention, ports): each sending lane's, in order
+        for t, w in zip(*np.nonzero(program.link != program.trash_link)):
+            lanes[t, w] = hop(int(program.link[t, w]))
     if rule.resource == "port":
         if np.any(program.cost_row >= 4 * program.n_stages):  # rows past F, B, I, W: overlapped pairs
             raise NotImplementedError(

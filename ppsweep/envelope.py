@@ -287,12 +287,25 @@ def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
     v = vectors[order]
     tol = _SAME * np.abs(v).max(axis=0)
     # dom[i, j]: row i >= row j in every component (within rounding); only earlier rows (larger sums) prune.
-    dom = np.all(v[:, None, :] >= v[None, :, :] - tol, axis=-1)
+    dom = at_least(v[:, None, :], v[None, :, :] - tol)
     dominated = np.triu(dom, 1).any(axis=0)
     kept = v[~dominated]
     if kept.shape[0] > cap:
         raise EnvelopeTooLarge(f"{kept.shape[0]} vectors at one node (cap {cap})")
     return kept
+
+
+def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.all(a >= b, axis=-1)`` with ``a`` and ``b`` broadcast, one component at a time.
+
+    The same comparisons as the one-line form, without its reduction over a short last axis
+    (slow in numpy) and its boolean array ``J`` times the size of the result.
+    """
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    out = np.ones(shape[:-1], dtype=bool)
+    for j in range(shape[-1]):
+        out &= a[..., j] >= b[..., j]
+    return out
 
 
 class _SetAlgebra:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.envelope import _SAME, EnvelopeTooLarge
+from ppsweep.envelope import _SAME, EnvelopeTooLarge, at_least
 from ppsweep.program import Program
 
 #: Modes whose wave rules :func:`run_waves_batched` implements.
@@ -78,9 +78,10 @@ def join_pairs(a: np.ndarray, na: np.ndarray, b: np.ndarray, nb: np.ndarray) -> 
     v = np.take_along_axis(v, order[:, :, None], axis=1)
     rows = np.take_along_axis(rows, order, axis=1)
     tol = _SAME * np.where(rows[:, :, None], np.abs(v), 0.0).max(axis=1)  # (k, J)
-    dom = np.all(v[:, :, None, :] >= v[:, None, :, :] - tol[:, None, None, :], axis=-1)  # dom[g, i, j]: i >= j
+    dom = at_least(v[:, :, None, :], v[:, None, :, :] - tol[:, None, None, :])  # dom[g, i, j]: i >= j
     dom &= rows[:, :, None]  # padding dominates nothing
-    dominated = (dom & _upper(K)).any(axis=1)
+    dom &= _upper(K)
+    dominated = dom.any(axis=1)
     keep = rows & ~dominated
     count = keep.sum(axis=1)
     width = max(1, int(count.max()))
