@@ -301,9 +301,11 @@ def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     The same comparisons as the one-line form, without its reduction over a short last axis
     (slow in numpy) and its boolean array ``J`` times the size of the result.
     """
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    out = np.ones(shape[:-1], dtype=bool)
-    for j in range(shape[-1]):
+    J = max(a.shape[-1], b.shape[-1])
+    if J == 0:
+        return np.ones(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=bool)
+    out = a[..., 0] >= b[..., 0]
+    for j in range(1, J):
         out &= a[..., j] >= b[..., j]
     return out
 
