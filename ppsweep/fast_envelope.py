@@ -157,32 +157,29 @@ def run_waves_batched(
     """
     if mode not in BATCHED_MODES:
         raise ValueError(f"mode: batched waves handle {', '.join(BATCHED_MODES)}, got {mode!r}")
-    first_wave, single = _run_single(program, mode, rows, wire, msg)
+    waves = _WaveLanes(program, rows)
+    first_wave, single = _run_single(program, mode, waves, wire, msg)
     free, reg, link, ready = (_Sets.of_single(a) for a in single)
     largest = 1
     contention, blocking = mode == "contention", mode == "blocking"
     for t in range(first_wave, program.n_waves):
-        lanes = np.flatnonzero(program.active[t])
-        dep = program.dep_reg[t, lanes]
-        out = program.out_reg[t, lanes]
-        sends = out != program.trash_reg
+        lanes, wait, send, sync = waves.lanes[t], waves.wait[t], waves.send[t], waves.sync[t]
         start, n_start = free.get(lanes)
-        waits = dep != program.zero_reg
         start_count = np.zeros(len(lanes), dtype=np.int64)
-        if waits.any():
-            joined, counts = join_pairs(start[waits], n_start[waits], *reg.get(dep[waits]))
+        if wait.size:
+            joined, counts = join_pairs(start[wait], n_start[wait], *reg.get(waves.dep[t]))
             width = max(start.shape[1], joined.shape[1])
             start = _widen(start, width)
-            start[waits] = _widen(joined, width)
+            start[wait] = _widen(joined, width)
             n_start = n_start.copy()
-            n_start[waits] = counts
-            start_count[waits] = counts
-        end = start + rows[program.cost_row[t, lanes]][:, None, :]
+            n_start[wait] = counts
+            start_count[wait] = counts
+        end = start + waves.rows[t][:, None, :]
         go_count = np.zeros(len(lanes), dtype=np.int64)
-        if contention and sends.any():
-            lk = program.link[t, lanes[sends]]
-            go, n_go = join_pairs(end[sends], n_start[sends], *link.get(lk))
-            go_count[sends] = n_go
+        if contention and send.size:
+            lk = waves.link[t]
+            go, n_go = join_pairs(end[send], n_start[send], *link.get(lk))
+            go_count[send] = n_go
         over = (start_count > cap) | (go_count > cap)
         if over.any():  # the reference's first error: lane by lane, the start's join before the link's
             i = int(np.flatnonzero(over)[0])
@@ -191,24 +188,24 @@ def run_waves_batched(
         largest = max(largest, int(start_count.max(initial=0)), int(go_count.max(initial=0)))
         arrival = end + msg
         n_arrival = n_start
-        if contention and sends.any():
+        if contention and send.size:
             link.put(lk, go + wire, n_go)
             arrival = _widen(arrival, go.shape[1])
-            arrival[sends] = _widen(go + msg, arrival.shape[1])
+            arrival[send] = _widen(go + msg, arrival.shape[1])
             n_arrival = n_start.copy()
-            n_arrival[sends] = n_go
-        if sends.any():
-            reg.put(out[sends], arrival[sends], n_arrival[sends])
-        if blocking:
+            n_arrival[send] = n_go
+        if send.size:
+            reg.put(waves.out[t], arrival[send], n_arrival[send])
+        if blocking and send.size:
             after = _widen(end, arrival.shape[1])
-            after[sends] = arrival[sends]
-            free.put(lanes, after, np.where(sends, n_arrival, n_start))
+            after[send] = arrival[send]
+            n_after = n_start.copy()
+            n_after[send] = n_arrival[send]
+            free.put(lanes, after, n_after)
         else:
             free.put(lanes, end, n_start)
-        slot = program.sync_slot[t, lanes]
-        synced = slot != program.trash_sync
-        if synced.any():
-            ready.put(slot[synced], end[synced], n_start[synced])
+        if sync.size:
+            ready.put(waves.slot[t], end[sync], n_start[sync])
     resources = link.as_list()[: program.n_links] if contention else []  # ppsweep.comm's resources of the mode
     return free.as_list(), reg.as_list(), resources, ready.as_list(), largest
 
@@ -244,7 +241,7 @@ class _WaveLanes:
 
 
 def _run_single(
-    program: Program, mode: str, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray
+    program: Program, mode: str, waves: _WaveLanes, wire: np.ndarray, msg: np.ndarray
 ) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The first waves of :func:`run_waves_batched`, while every set holds one vector.
 
@@ -258,13 +255,12 @@ def _run_single(
       ``(wave, (free, reg, link, ready))``: the wave where the general loop takes over
       (``n_waves`` if none) and the vectors of each set before it.
     """
-    J = rows.shape[1]
+    J = wire.shape[0]
     free = np.zeros((program.p, J))
     reg = np.zeros((program.n_regs + 2, J))
     link = np.zeros((program.n_links + 1, J))
     ready = np.zeros((program.n_sync * program.p + 1, J))
     contention, blocking = mode == "contention", mode == "blocking"
-    waves = _WaveLanes(program, rows)
     for t in range(program.n_waves):
         lanes, wait, send, sync = waves.lanes[t], waves.wait[t], waves.send[t], waves.sync[t]
         start = free[lanes]

@@ -284,14 +284,14 @@ def test_single_vector_waves_match_lane_by_lane(name, mode, whole):
     """The batched programme's single-vector phase (every set one vector) and its hand-over to the
     general loop give the reference's vectors; ``whole``: the phase runs every wave."""
     from ppsweep.envelope import build_envelope, n_duration_rows, raw_index
-    from ppsweep.fast_envelope import _run_single
+    from ppsweep.fast_envelope import _run_single, _WaveLanes
 
     p, m = 4, 12
     program = compile_program_fast(realize_fast(get_schedule(name).build_order(p, m)))
     weights, comm = _cost_model_weights(program)
     idx = raw_index(program)
     rows = weights[:, : n_duration_rows(program.n_stages)].T
-    wave, _ = _run_single(program, mode, rows, weights[:, idx["wire"]], weights[:, idx["alpha"]] + weights[:, idx["wire"]])
+    wave, _ = _run_single(program, mode, _WaveLanes(program, rows), weights[:, idx["wire"]], weights[:, idx["alpha"]] + weights[:, idx["wire"]])
     assert (wave == program.n_waves) == whole and wave > 0
     fast = batched_envelope(program, mode, weights, comm, 64)
     ref = build_envelope(program, mode, weights, comm, cap=64, batched=False)
