@@ -300,6 +300,13 @@ def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     The same comparisons as the one-line form, without its reduction over a short last axis
     (slow in numpy) and its boolean array ``J`` times the size of the result.
+
+    Args:
+      a, b: arrays whose last axis is the vectors' components (broadcast against each other).
+
+    Returns:
+      Boolean array of the broadcast shape without the last axis: True where ``a >= b`` in
+      every component (True for vectors of no component).
     """
     J = max(a.shape[-1], b.shape[-1])
     if J == 0:
