@@ -287,12 +287,34 @@ def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
     v = vectors[order]
     tol = _SAME * np.abs(v).max(axis=0)
     # dom[i, j]: row i >= row j in every component (within rounding); only earlier rows (larger sums) prune.
-    dom = np.all(v[:, None, :] >= v[None, :, :] - tol, axis=-1)
+    dom = at_least(v[:, None, :], v[None, :, :] - tol)
     dominated = np.triu(dom, 1).any(axis=0)
     kept = v[~dominated]
     if kept.shape[0] > cap:
         raise EnvelopeTooLarge(f"{kept.shape[0]} vectors at one node (cap {cap})")
     return kept
+
+
+def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.all(a >= b, axis=-1)`` with ``a`` and ``b`` broadcast, one component at a time.
+
+    The same comparisons as the one-line form, without its reduction over a short last axis
+    (slow in numpy) and its boolean array ``J`` times the size of the result.
+
+    Args:
+      a, b: arrays whose last axis is the vectors' components (broadcast against each other).
+
+    Returns:
+      Boolean array of the broadcast shape without the last axis: True where ``a >= b`` in
+      every component (True for vectors of no component).
+    """
+    J = max(a.shape[-1], b.shape[-1])
+    if J == 0:
+        return np.ones(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=bool)
+    out = a[..., 0] >= b[..., 0]
+    for j in range(1, J):
+        out &= a[..., j] >= b[..., j]
+    return out
 
 
 class _SetAlgebra:
@@ -480,9 +502,10 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
     # those points go to the (float32) scan too.
     band = float(env.depth) * tie_rtol if dtype == np.float64 else tie_rtol
     blocks = _blocks(ys, batch) if env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS) else None
+    compute = _compute_time(env, ys, batch, dtype)
     if blocks is None:
-        return _evaluate_block(env, env.t_sim, env.finish if finish else None, ys, batch, dtype, band, tie_rtol)
-    t_sim, comm, compute = (np.empty(batch) for _ in range(3))
+        return _evaluate_block(env, env.t_sim, env.finish if finish else None, ys, batch, dtype, band, tie_rtol, compute)
+    t_sim, comm = np.empty(batch), np.empty(batch)
     ambiguous = np.empty(batch, dtype=bool)
     fin = np.empty(batch + (len(env.finish),)) if finish else None
     for block in blocks:
@@ -492,8 +515,8 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
         hi = np.array([float(y.max()) for y in sub])
         vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band)]
         fins = tuple(f[_box_keep(f, lo, hi, band)] for f in env.finish) if finish else None
-        r = _evaluate_block(env, vectors, fins, sub, shape, dtype, band, tie_rtol)
-        t_sim[block], comm[block], ambiguous[block], compute[block] = r.t_sim, r.comm_time, r.ambiguous, r.compute_time
+        r = _evaluate_block(env, vectors, fins, sub, shape, dtype, band, tie_rtol, compute)
+        t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
         if finish:
             fin[block] = r.finish
     return EnvelopeResult(t_sim=t_sim, finish=fin, comm_time=comm, ambiguous=ambiguous, compute_time=compute)
@@ -538,8 +561,29 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float) 
     return keep
 
 
+def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``compute_time`` of every point: a read-only ``batch``-shaped view of its values over the axes
+    along which the compute features vary (most grids: a single value).
+
+    It is the sum of the compute features weighted by the envelope's ``compute`` vector, in the
+    expression the evaluation used before (:func:`_dot`, compiled by XLA), so the same to the bit,
+    without writing (and copying out) one value per point.
+    """
+    compute_idx = tuple(int(j) for j in np.flatnonzero(~env.comm))
+    shape = np.broadcast_shapes((1,) * len(batch), *(ys[j].shape for j in compute_idx))
+    with jax.enable_x64(True):
+        small = _compute_jit(tuple(ys[j] for j in compute_idx), env.compute[list(compute_idx)].astype(dtype), batch=shape)
+    return np.broadcast_to(np.asarray(jax.device_get(small), dtype=np.float64), batch)
+
+
+@functools.partial(jax.jit, static_argnames=("batch",))
+def _compute_jit(ys, total, *, batch):
+    ys = [jnp.broadcast_to(y, batch) for y in ys]
+    return _dot(total, None, ys=ys, batch=batch, dtype=total.dtype)
+
+
 def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray, ...] | None, ys: tuple[np.ndarray, ...],
-                    batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float) -> EnvelopeResult:
+                    batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float, compute: np.ndarray) -> EnvelopeResult:
     fin = None
     if finish is not None:
         size = max(f.shape[0] for f in finish)
@@ -550,38 +594,30 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
     # The band is an argument, not a constant: it depends on the table's depth, and one
     # compiled evaluation then serves every table of the same shape.
     out = _evaluate_jit(
-        ys, _pad_rows(vectors).astype(dtype), env.compute.astype(dtype), fin, np.asarray(band, dtype=dtype),
+        ys, _pad_rows(vectors).astype(dtype), fin, np.asarray(band, dtype=dtype),
         batch=tuple(int(b) for b in batch), comm_idx=tuple(int(j) for j in np.flatnonzero(env.comm)),
         check=check, tol=tie_rtol,
     )
-    t_sim, comm_time, ambiguous, compute_time, finish_out = jax.device_get(out)
+    t_sim, comm_time, ambiguous, finish_out = jax.device_get(out)
     return EnvelopeResult(
         t_sim=np.asarray(t_sim, dtype=np.float64),
         finish=None if finish_out is None else np.moveaxis(np.asarray(finish_out, dtype=np.float64), 0, -1),
         comm_time=np.asarray(comm_time, dtype=np.float64),
-        ambiguous=np.asarray(ambiguous),
-        compute_time=np.asarray(compute_time, dtype=np.float64),
+        ambiguous=np.zeros(batch, dtype=bool) if ambiguous is None else np.asarray(ambiguous),
+        compute_time=compute,
     )
 
 
 @functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "tol"))
-def _evaluate_jit(ys, vectors, total, finish, band, *, batch, comm_idx, check, tol):
+def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check, tol):
     # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
     # evaluation into one pass over the points (a reduction over a vector axis is far slower on
     # CPU, and a running value used twice per step makes XLA's fusion blow up).
+    # ``compute_time`` is evaluated apart (:func:`_compute_time`): it needs no per-point output,
+    # and no point is ambiguous where one communication part is maximal (``ambiguous`` None).
     dtype = vectors.dtype
-    ndim = len(batch)
     ys = [jnp.broadcast_to(y, batch) for y in ys]
-    compute_idx = tuple(j for j in range(len(ys)) if j not in comm_idx)
-
-    def dot(c, features=None):
-        """``c (..., J)`` against the features: ``c.shape[:-1] + batch``."""
-        lead = c.shape[:-1]
-        acc = jnp.zeros(lead + batch, dtype)
-        for j in range(len(ys)) if features is None else features:
-            acc = acc + c[..., j].reshape(lead + (1,) * ndim) * ys[j]
-        return acc
-
+    dot = functools.partial(_dot, ys=ys, batch=batch, dtype=dtype)
     vals = [dot(vectors[k]) for k in range(vectors.shape[0])]
     t = vals[0]
     for v in vals[1:]:
@@ -599,10 +635,19 @@ def _evaluate_jit(ys, vectors, total, finish, band, *, batch, comm_idx, check, t
         comm = hi
     else:  # every maximal vector has the same communication part
         comm = dot(vectors[0], comm_idx)
-        ambiguous = jnp.zeros(batch, bool)
+        ambiguous = None  # no point is
     fin = None
     if finish is not None:  # (p, K_w, J): unrolled over the vectors, vectorized over workers
         fin = dot(finish[:, 0])
         for k in range(1, finish.shape[1]):
             fin = jnp.maximum(fin, dot(finish[:, k]))
-    return t, comm, ambiguous, dot(total, compute_idx), fin
+    return t, comm, ambiguous, fin
+
+
+def _dot(c, features=None, *, ys, batch, dtype):
+    """``c (..., J)`` against the features ``ys`` (broadcast to ``batch``), summed in feature order."""
+    lead = c.shape[:-1]
+    acc = jnp.zeros(lead + batch, dtype)
+    for j in range(len(ys)) if features is None else features:
+        acc = acc + c[..., j].reshape(lead + (1,) * len(batch)) * ys[j]
+    return acc

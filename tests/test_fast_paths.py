@@ -264,3 +264,37 @@ def test_batched_envelope_matches_lane_by_lane(case):
             assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
             assert np.array_equal(fast.compute, ref.compute)
             assert (fast.depth, fast.largest) == (ref.depth, ref.largest)
+
+
+def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
+    """Feature weights of the cost model's shape: one compute feature (F 1, B 2 per stage), latency, wire."""
+    from ppsweep.envelope import raw_index, raw_size
+
+    S = program.n_stages
+    weights = np.zeros((3, raw_size(program)))
+    weights[0, :S], weights[0, S : 2 * S] = 1.0, 2.0
+    idx = raw_index(program)
+    weights[1, idx["alpha"]] = weights[2, idx["wire"]] = 1.0
+    return weights, np.array([False, True, True])
+
+
+@pytest.mark.parametrize("name, mode, whole", [("1f1b", "overlap", True), ("gpipe", "blocking", True),
+                                               ("gpipe", "contention", False), ("1f1b", "contention", False)])
+def test_single_vector_waves_match_lane_by_lane(name, mode, whole):
+    """The batched programme's single-vector phase (every set one vector) and its hand-over to the
+    general loop give the reference's vectors; ``whole``: the phase runs every wave."""
+    from ppsweep.envelope import build_envelope, n_duration_rows, raw_index
+    from ppsweep.fast_envelope import _run_single, _WaveLanes
+
+    p, m = 4, 12
+    program = compile_program_fast(realize_fast(get_schedule(name).build_order(p, m)))
+    weights, comm = _cost_model_weights(program)
+    idx = raw_index(program)
+    rows = weights[:, : n_duration_rows(program.n_stages)].T
+    wave, _ = _run_single(program, mode, _WaveLanes(program, rows), weights[:, idx["wire"]], weights[:, idx["alpha"]] + weights[:, idx["wire"]])
+    assert (wave == program.n_waves) == whole and wave > 0
+    fast = batched_envelope(program, mode, weights, comm, 64)
+    ref = build_envelope(program, mode, weights, comm, cap=64, batched=False)
+    assert np.array_equal(fast.t_sim, ref.t_sim)
+    assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
+    assert (fast.depth, fast.largest) == (ref.depth, ref.largest)
