@@ -20,6 +20,11 @@ Model (each factor has mean 1 where it is a jitter):
 - **stragglers** (``noise.straggler``): in each sample each worker (of ``workers``, default
   all) is, with probability ``prob``, a straggler for the whole step: every operation it runs
   lasts ``slowdown`` times longer (on top of its jitter).
+- **overlapped pairs** F&B: a pair of ``F(j, s)`` and ``B(j', s')`` on worker ``w`` is noised as
+  its two halves, each keyed as the same operation on its own: ``X_F`` from ``(w, j, F, s)``,
+  ``X_B`` from ``(w, j', B, s')``; it lasts ``(1 - fb_overlap)·t_f·X_F + t_b·X_B`` (the pair rule
+  of :func:`ppsweep.costs.pair_time` on the jittered halves) times the straggler factor, and each
+  output is a message of its half, with that half's message factor.
 - Gradient synchronisations and optimizer updates are not perturbed.
 
 Keying (counter-based, JAX's threefry2x32 through ``jax.random``)::
