@@ -1,4 +1,7 @@
-"""Noise on tables with overlapped pairs F&B (DualPipe, DualPipeV): keys, engine = reference, sanity rules."""
+"""Noise on tables with overlapped pairs F&B (DualPipe, DualPipeV): keys, send order, sanity rules, a sweep.
+
+The engine against the reference simulator on its own draws: tests/test_noise_engine.py.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +10,17 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
-from ppsweep.engine import MODES, simulate
+from ppsweep.engine import simulate
 from ppsweep.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
 from ppsweep.ops import Kind, halves
 from ppsweep.reference import reference_simulate
 
 MSG = 4.0e6
-NOISE = NoiseConfig.from_mapping(
-    {"samples": 3, "seed": 5, "compute": {"dist": "lognormal", "cv": 0.15}, "message": {"dist": "normal", "cv": 0.3},
-     "straggler": {"prob": 0.3, "slowdown": 2.0}}
-)
 
 
 def _stage_times(table):
     t_f = np.linspace(0.8e-3, 1.3e-3, table.n_stages)
     return t_f, 2.1 * t_f
-
-
-def _simulate_or_skip(*args, **kwargs):
-    try:
-        return simulate(*args, **kwargs)
-    except NotImplementedError as err:  # the engine refuses pairs in ports (tests/test_fb_engine.py)
-        if "ports" in str(err):
-            pytest.skip(f"engine: {err}")
-        raise
 
 
 def test_a_pair_is_keyed_as_its_two_halves():
@@ -76,31 +66,6 @@ def test_pair_sends_in_the_reference_simulators_order(name, p, m):
             continue
         sent = [m.producer for m in record.messages if m.src == item.worker and m.producer in halves(item.op)]
         assert [halves(item.op)[i] for i in sends[(item.worker, item.start)]] == sent
-
-
-@pytest.mark.parametrize("name, p, m", [("dualpipe", 4, 8), ("dualpipev", 3, 6)])
-@pytest.mark.parametrize("mode", MODES)
-def test_engine_matches_reference_on_its_own_draws(name, p, m, mode):
-    table = build_schedule(name, p, m)
-    t_f, t_b = _stage_times(table)
-    beta = np.array([1e8, 2e9, 5e10])  # messages 40 ms (far above compute) to 0.08 ms
-    alpha, overlap, t_opt = 3e-6, 0.4, 1e-4
-    grad = np.full(table.n_stages, 3e8)
-    r = _simulate_or_skip(table, t_f, t_b, alpha, beta, MSG, mode, grad_bytes=grad, t_opt=t_opt, fb_overlap=overlap,
-                          noise=NOISE, method="scan")
-    assert r.t_sim.shape == (3, 3)
-    f = op_factors(NOISE, op_identities(table), table.p, np.arange(NOISE.samples))
-    durations = {Kind.F: t_f, Kind.B: t_b, Kind.I: t_b / 2, Kind.W: t_b / 2}
-    for b, bw in enumerate(beta):
-        for k in range(NOISE.samples):
-            ops, msgs = reference_inputs(table, f, k, durations, alpha, MSG / bw)
-            ref = reference_simulate(table, t_f, t_b, alpha, bw, MSG, mode, grad_bytes=grad, t_opt=t_opt,
-                                     fb_overlap=overlap, op_durations=ops, message_times=msgs)
-            np.testing.assert_allclose(r.t_sim[b, k], ref.t_sim, rtol=1e-12)
-            np.testing.assert_allclose(r.worker_finish[b, k], ref.worker_finish, rtol=1e-12)
-            np.testing.assert_allclose(r.comm_time[b, k], ref.comm_time, rtol=1e-9, atol=1e-15)
-            np.testing.assert_allclose(r.compute_time[b, k] - table.p * t_opt, ref.compute_time, rtol=1e-12)
-    assert np.ptp(r.t_sim, axis=1).min() > 0  # the draws moved the step time
 
 
 def test_a_pair_lasts_its_jittered_halves():
