@@ -42,7 +42,8 @@ from ppsweep import envelope as _envelope
 from ppsweep.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.compiled import CompiledTable, ScanShape, bucket, compiled_for
 from ppsweep.engine_costs import Costs
-from ppsweep.noise import NoiseConfig, op_factors, op_identities
+from ppsweep.noise import NoiseConfig, op_factors, op_identities, pair_sends
+from ppsweep.ops import Kind
 from ppsweep.program import Program, n_duration_rows
 from ppsweep.table import ScheduleTable
 
@@ -400,18 +401,37 @@ class _LaneFactors:
 def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseConfig) -> _LaneFactors:
     """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes.
 
-    Operations are in the program's order, ``(start slot, worker)`` (:func:`ppsweep.noise.op_identities`),
-    which is the row-major order of the active lanes (one operation per worker per wave).
+    Each step of the program (:mod:`ppsweep.program`) takes the factors of the keyed operation it
+    runs (:func:`ppsweep.noise.op_identities`): an operation's single step its own; an overlapped
+    pair's four steps, in sub-waves 0-3 of its start slot: none (zero length), the forward half's
+    compute factor (the pair's forward part), the backward half's compute factor and the message
+    factor of the half it sends first, and the message factor of the half it sends second
+    (:func:`ppsweep.noise.pair_sends`). Steps ordered by ``(start slot, sub-wave, worker)`` are the
+    row-major order of the active lanes (one step per worker per wave).
     """
     program = compiled.program
     k = noise.samples
     f = op_factors(noise, op_identities(table), table.p, np.arange(k))
-    lanes = np.flatnonzero(program.active.ravel())  # operation i sits in flat lane lanes[i]
-    if lanes.shape[0] != program.n_ops:  # an overlapped F&B pair takes four lanes
-        raise NotImplementedError(
-            f"noise: {table.name} has overlapped F&B pairs, which the noise model does not draw yet; "
-            "run it without noise (noise.samples=0)"
-        )
+    sends = pair_sends(table)
+    steps = []  # (start, sub-wave, worker, row of its compute factor, row of its message factor); -1: factor 1
+    key = 0
+    for item in sorted(table.placed_ops(), key=lambda item: (item.start, item.worker)):
+        t, w = item.start, item.worker
+        if item.op.kind != Kind.FB:
+            steps.append((t, 0, w, key, key))
+            key += 1
+            continue
+        sent = [key + half for half in sends[(w, t)]] + [-1, -1]
+        steps += [(t, 0, w, -1, -1), (t, 1, w, key, -1), (t, 2, w, key + 1, sent[0]), (t, 3, w, -1, sent[1])]
+        key += 2
+    steps.sort()
+    lanes = np.flatnonzero(program.active.ravel())  # step i sits in flat lane lanes[i]
+    if lanes.shape[0] != len(steps):
+        raise AssertionError(f"noise: {table.name}: {len(steps)} steps but {lanes.shape[0]} active lanes")
+    rows = np.array([s[3:] for s in steps], dtype=np.int64).reshape(-1, 2)
+    ones = np.ones((k, 1))
+    compute = np.concatenate([f.compute, ones], axis=1)[:, rows[:, 0]]  # row -1: the appended ones
+    message = np.concatenate([f.message, ones], axis=1)[:, rows[:, 1]]
     waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.compiled)
 
     def layout(values: np.ndarray) -> np.ndarray:
@@ -420,8 +440,8 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
         return out.reshape(waves, program.p, k)
 
     row_sums = np.zeros((n_duration_rows(program.n_stages), k))
-    np.add.at(row_sums, program.compute_rows, f.compute.T)
-    return _LaneFactors(layout(f.compute), layout(f.message), row_sums)
+    np.add.at(row_sums, program.cost_row.ravel()[lanes], compute.T)
+    return _LaneFactors(layout(compute), layout(message), row_sums)
 
 
 def _scan_workers() -> int:

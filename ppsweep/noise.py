@@ -20,6 +20,11 @@ Model (each factor has mean 1 where it is a jitter):
 - **stragglers** (``noise.straggler``): in each sample each worker (of ``workers``, default
   all) is, with probability ``prob``, a straggler for the whole step: every operation it runs
   lasts ``slowdown`` times longer (on top of its jitter).
+- **overlapped pairs** F&B: a pair of ``F(j, s)`` and ``B(j', s')`` on worker ``w`` is noised as
+  its two halves, each keyed as the same operation on its own: ``X_F`` from ``(w, j, F, s)``,
+  ``X_B`` from ``(w, j', B, s')``; it lasts ``(1 - fb_overlap)·t_f·X_F + t_b·X_B`` (the pair rule
+  of :func:`ppsweep.costs.pair_time` on the jittered halves) times the straggler factor, and each
+  output is a message of its half, with that half's message factor.
 - Gradient synchronisations and optimizer updates are not perturbed.
 
 Keying (counter-based, JAX's threefry2x32 through ``jax.random``)::
@@ -48,6 +53,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
+
+from ppsweep.ops import Kind, Op, dependencies, halves
 
 #: Accepted jitter distributions.
 DISTRIBUTIONS = ("normal", "uniform", "lognormal")
@@ -336,11 +343,53 @@ def op_factors(noise: NoiseConfig, ops: np.ndarray, p: int, samples: np.ndarray)
     return OpFactors(compute=compute, message=jitter(noise.message, STREAM_MESSAGE))
 
 
-def op_identities(table) -> np.ndarray:
-    """``(n_ops, 4)`` ``(worker, microbatch, kind, stage)`` of every operation of ``table``, in
-    the order ``(start slot, worker)`` (the engine's wave order)."""
+def _keyed(table) -> list[tuple[object, Op]]:
+    """Each placed operation of ``table`` in ``(start slot, worker)`` order, with each of its keyed
+    operations: the operation itself, or a pair's two halves (forward, then backward)."""
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
-    return np.array([(it.worker, it.op.micro, int(it.op.kind), it.op.stage) for it in placed], dtype=np.int64).reshape(-1, 4)
+    return [(item, half) for item in placed for half in halves(item.op)]
+
+
+def op_identities(table) -> np.ndarray:
+    """``(n_keys, 4)`` ``(worker, microbatch, kind, stage)`` of every keyed operation of ``table``.
+
+    Operations in the order ``(start slot, worker)`` (the engine's wave order); an overlapped pair
+    F&B gives two rows, its forward half ``(worker, micro, F, stage)`` then its backward half
+    ``(worker, micro2, B, stage2)``: each half is keyed as the same operation run on its own
+    (module docstring, "Pairs").
+    """
+    rows = [(item.worker, half.micro, int(half.kind), half.stage) for item, half in _keyed(table)]
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def pair_sends(table) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The order in which each overlapped pair sends its halves' outputs.
+
+    A pair sends, when it ends, one message per half whose output a consumer on another worker
+    needs, in the consumers' worker order (ties: the consumer's start slot) -- the rule of the
+    engine's program (:mod:`ppsweep.program`) and of the reference simulator.
+
+    Args:
+      table: the schedule table.
+
+    Returns:
+      ``(worker, start slot) -> halves`` of each pair, each half as its index in
+      :func:`ppsweep.ops.halves` (0 forward, 1 backward), in sending order (empty: sends nothing).
+    """
+    placed = table.placed_ops()
+    where = {half: item for item in placed for half in halves(item.op)}
+    consumer: dict[Op, tuple[int, int]] = {}  # a pair's half -> (worker, start) of its first remote consumer
+    for item in placed:
+        for dep in dependencies(item.op, table.n_stages, table.split_backward):
+            src = where[dep]
+            if src.op.kind == Kind.FB and src.worker != item.worker:
+                consumer[dep] = min(consumer.get(dep, (item.worker, item.start)), (item.worker, item.start))
+    sends = {}
+    for item in placed:
+        if item.op.kind == Kind.FB:
+            sent = [i for i, half in enumerate(halves(item.op)) if half in consumer]
+            sends[(item.worker, item.start)] = tuple(sorted(sent, key=lambda i: consumer[halves(item.op)[i]]))
+    return sends
 
 
 def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping, alpha: float, wire: float) -> tuple[dict, dict]:
@@ -348,19 +397,19 @@ def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping,
 
     Args:
       table: the schedule table.
-      factors: the table's :func:`op_factors` (ops in :func:`op_identities` order).
+      factors: the table's :func:`op_factors` (keys in :func:`op_identities` order).
       sample: row of ``factors`` to use.
       durations: ``Kind -> per-stage`` noise-free compute times (lists of length S).
       alpha: message latency, s.
       wire: bytes/β of one message, s.
 
     Returns:
-      ``(op_durations, message_times)``: ``Op -> seconds`` and ``Op -> (hold, total)`` seconds.
+      ``(op_durations, message_times)``: ``Op -> seconds`` and ``Op -> (hold, total)`` seconds,
+      keyed by each operation or, for a pair, by each of its halves (the reference combines a
+      pair's halves with :func:`ppsweep.costs.pair_time`; a half's message is its output's).
     """
-    placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
     op_durations, message_times = {}, {}
-    for i, item in enumerate(placed):
-        op = item.op
+    for i, (_, op) in enumerate(_keyed(table)):
         op_durations[op] = float(durations[op.kind][op.stage] * factors.compute[sample, i])
         y = float(factors.message[sample, i])
         message_times[op] = (wire * y, (alpha + wire) * y)

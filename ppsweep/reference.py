@@ -285,9 +285,12 @@ def reference_simulate(
         result's ``record``; it changes no other field.
       op_durations: explicit compute time of operations, s (e.g. drawn with noise,
         :func:`ppsweep.noise.reference_inputs`); an operation not in it takes its stage's time.
+        An overlapped pair's time may be given as its own or by its halves (``F(micro, stage)``,
+        ``B(micro2, stage2)``): it then lasts :func:`ppsweep.costs.pair_time` of the halves' times.
       message_times: explicit ``(hold, total)`` of the messages an operation sends, s: ``hold``
         occupies the link (``contention``) or the ports (``ports``), default ``bytes/β``;
-        ``total`` is the time from leaving to arrival, default ``α + bytes/β``.
+        ``total`` is the time from leaving to arrival, default ``α + bytes/β``. A pair's messages
+        are keyed by the half whose output they carry.
 
     Returns:
       The :class:`ReferenceResult`.
@@ -339,11 +342,13 @@ class _Point:
     message_times: dict[Op, tuple[float, float]] = field(default_factory=dict)  # explicit (wire, message time) of an op's messages
 
     def duration(self, op: Op) -> float:
-        """Compute time of ``op`` (an explicit one first); an overlapped pair: :func:`ppsweep.costs.pair_time` of its halves."""
+        """Compute time of ``op`` (an explicit one first); an overlapped pair without one:
+        :func:`ppsweep.costs.pair_time` of its halves' times (each explicit or its stage's)."""
         if op in self.op_durations:
             return self.op_durations[op]
         if op.kind == Kind.FB:
-            return pair_time(self.durations[Kind.F][op.stage], self.durations[Kind.B][op.stage2], self.fb_overlap)
+            forward, backward = halves(op)
+            return pair_time(self.duration(forward), self.duration(backward), self.fb_overlap)
         return self.durations[op.kind][op.stage]
 
     def message(self, op: Op) -> tuple[float, float]:

@@ -84,7 +84,7 @@ def uncertainty_section(dataset: xr.Dataset) -> list[str]:
             f"{_pct(float(r['tail95'])):>10s} {_pct(float(r['tail99'])):>10s} {_pct(float(r['slowdown'])):>17s}"
         )
     lines.append("  (fragile: share of its noise-free wins where it wins < 90 % of samples)")
-    nominal = masked(dataset, "t_sim_nominal")
+    nominal = masked(dataset, "t_sim_nominal").compute()  # a dask-backed store (python -m ppsweep.analyze): in memory, as p_win
     nominal_win = xr.apply_ufunc(
         lambda a: np.moveaxis(rank_lower_better(np.moveaxis(a, -1, 0)) == 1, 0, -1),
         nominal, input_core_dims=[["schedule"]], output_core_dims=[["schedule"]],

@@ -118,6 +118,7 @@ def test_report_section_with_and_without_samples():
     assert "a                0.375  100.0 %" in text
     assert "by closed-form bubble     mean 162.5 %" in text
     assert "the noise-free winner is the most likely winner at 0.0 % of the points" in text
+    assert "\n".join(uncertainty_section(ds.chunk())) == text  # a dask-backed store, as analyze loads it
     view = nominal_view(ds)
     assert "sample" not in view.dims and float(view["t_sim"].sel(schedule="b").squeeze()) == 1.2
     plain = "\n".join(uncertainty_section(view))
