@@ -35,13 +35,8 @@ def test_engine_matches_reference_on_its_own_draws(name, p, m, mode):
     beta = np.array([1e8, 2e9, 5e10])  # messages 40 ms (far above compute) to 0.08 ms
     alpha, overlap = 3e-6, 0.4
     grad = np.full(table.n_stages, 3e8)
-    try:
-        r = simulate(table, t_f, t_b, alpha, beta, MSG, mode, grad_bytes=grad, t_opt=1e-4, fb_overlap=overlap, noise=NOISE,
-                     method="scan")
-    except NotImplementedError as err:  # the engine refuses pairs in ports (tests/test_fb_engine.py)
-        if mode == "ports" and name.startswith("dualpipe"):
-            pytest.skip(f"engine: {err}")
-        raise
+    r = simulate(table, t_f, t_b, alpha, beta, MSG, mode, grad_bytes=grad, t_opt=1e-4, fb_overlap=overlap, noise=NOISE,
+                 method="scan")
     assert r.t_sim.shape == (3, 3)
     f = op_factors(NOISE, op_identities(table), table.p, np.arange(NOISE.samples))
     durations = {Kind.F: t_f, Kind.B: t_b, Kind.I: t_b / 2, Kind.W: t_b / 2}
