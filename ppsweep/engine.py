@@ -341,6 +341,7 @@ def _run_scan(
     """
     n = point.alpha.shape[0]
     shape, lanes = compiled.lanes(mode)
+    n_waves = np.int64(compiled.program.n_waves)
     devices = jax.devices()
     tile = min(chunk, bucket(n, 256))
     k, lane_factors = 0, (None, None)
@@ -360,7 +361,7 @@ def _run_scan(
         with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
             if placed is not None:
                 args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
-            out = [np.asarray(o) for o in _scan_tile(shape, lanes, args, k, *lane_factors)]
+            out = [np.asarray(o) for o in _scan_tile(shape, lanes, n_waves, args, k, *lane_factors)]
         if k:
             out = [_sample_major(o, size // k) for o in out]
         return hi - lo, out
@@ -522,10 +523,14 @@ class _State(NamedTuple):
     ready: Timed
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point, k: int = 0, compute_factor=None, message_factor=None):
-    """One tile of the scan. With ``k > 0`` samples the tile's points are sample-major (``k`` groups
-    of ``n/k``) and the ``(waves, p, k)`` factors scale each lane's compute time and messages."""
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: int = 0, compute_factor=None,
+               message_factor=None):
+    """One tile of the scan over the first ``n_waves`` waves of the padded ``lanes`` (a traced
+    count: the padding waves, which hold no operation, are skipped, and every table of the same
+    padded shape shares the compiled code). With ``k > 0`` samples the tile's points are
+    sample-major (``k`` groups of ``n/k``) and the ``(waves, p, k)`` factors scale each lane's
+    compute time and messages."""
     p, n = shape.p, point.alpha.shape[0]
     dtype = point.alpha.dtype
     alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(dtype)])
@@ -566,7 +571,7 @@ def _scan_tile(shape: ScanShape, lanes: tuple, point: _Point, k: int = 0, comput
         ready = s.ready.set(ss, end) if shape.n_sync else s.ready
         return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready), None
 
-    s, _ = jax.lax.scan(wave, state, xs)
+    s = jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs))[0], state)
     finish, res = s.free, s.res
 
     # Gradient synchronisations, in the order they take their resources.
