@@ -26,24 +26,31 @@ from ppsweep.config import SweepSpec
 from ppsweep.sweep import evaluate_unit
 from ppsweep.timing import take
 
-#: Fewest pending units worth starting worker processes for (each imports JAX and compiles).
-MIN_UNITS = 4
+#: Fewest estimated seconds of work (:func:`ppsweep.estimate.estimate`) worth starting worker
+#: processes for: each imports JAX and loads its kernels, a few CPU seconds.
+MIN_SECONDS = 20.0
 
 #: A unit's result: ``(p index, m index, evaluate_unit's arrays, seconds per phase)``.
 UnitResult = tuple[int, int, dict[str, np.ndarray], dict[str, float]]
 
 
-def default_workers(n_units: int) -> int:
-    """Evaluators for ``n_units`` pending units: every core the process may use, 1 for few units.
+def default_workers(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> int:
+    """Evaluators for ``units`` of ``spec`` (``engine.workers: auto``): every core the process may
+    use, or 1 where the estimated work is under :data:`MIN_SECONDS` (a worker would not pay for its start).
 
     Args:
-      n_units: units the run will evaluate.
+      spec: the sweep.
+      units: the ``(p index, m index)`` units the run will evaluate.
 
     Returns:
-      At least 1, at most ``n_units``.
+      At least 1, at most ``len(units)``.
     """
+    from ppsweep.estimate import estimate
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 1 if n_units < MIN_UNITS else max(1, min(cores, n_units))
+    if len(units) < 2 or estimate(spec, units).seconds < MIN_SECONDS:
+        return 1
+    return max(1, min(cores, len(units)))
 
 
 def largest_first(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -97,7 +97,8 @@ def run_sweep(
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
         (``"resuming: 3 of 9 units already done"``), and with the run's time split; None: silent.
-      workers: processes evaluating units (:func:`ppsweep.parallel.default_workers` when None).
+      workers: evaluators: this process and ``workers - 1`` spawned ones (:mod:`ppsweep.parallel`);
+        None: :func:`ppsweep.parallel.default_workers`.
       compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
 
     Returns:
@@ -116,7 +117,7 @@ def run_sweep(
     take()
     computed = 0
     if pending:
-        n_workers = default_workers(len(pending)) if workers is None else max(1, min(workers, len(pending)))
+        n_workers = default_workers(spec, pending) if workers is None else max(1, min(workers, len(pending)))
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
         mine: dict[tuple[int, int], filelock.BaseFileLock] = {}  # units this run holds, not yet written

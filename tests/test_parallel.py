@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import xarray as xr
 
-from ppsweep.parallel import default_workers
+from ppsweep.parallel import default_workers, largest_first
 from ppsweep.runner import run_sweep
 from ppsweep.sweep import SweepSpec
 from ppsweep.timing import PHASES
@@ -14,14 +16,16 @@ MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
 
 
+def small_config() -> dict:
+    return {
+        "name": "par", "schedules": ["gpipe", "1f1b", "chimera"], "p": [2, 4], "m": [2, 4],
+        "bandwidth": [1e9, 1e11], "latency": [1e-7, 1e-5], "model": MODEL, "system": SYSTEM,
+        "comm": {"mode": ["overlap", "contention"]},
+    }
+
+
 def spec() -> SweepSpec:
-    return SweepSpec.from_config(
-        {
-            "name": "par", "schedules": ["gpipe", "1f1b", "chimera"], "p": [2, 4], "m": [2, 4],
-            "bandwidth": [1e9, 1e11], "latency": [1e-7, 1e-5], "model": MODEL, "system": SYSTEM,
-            "comm": {"mode": ["overlap", "contention"]},
-        }
-    )
+    return SweepSpec.from_config(small_config())
 
 
 def test_two_worker_processes_write_the_same_store(tmp_path):
@@ -37,7 +41,16 @@ def test_two_worker_processes_write_the_same_store(tmp_path):
     assert all(f"{phase} " in split for phase in PHASES)
 
 
-def test_default_workers():
-    assert default_workers(1) == 1
-    assert default_workers(3) == 1
-    assert 1 <= default_workers(100)
+def test_default_workers_start_processes_only_for_work_that_pays_for_them():
+    small = spec()
+    assert default_workers(small, small.units()) == 1  # seconds of work: one process
+    big = SweepSpec.from_config({**small_config(), "p": [32, 64], "m": [256, 512], "bandwidth": list(np.geomspace(1e9, 1e12, 128)),
+                                   "latency": list(np.geomspace(1e-8, 1e-4, 64))})
+    cores = len(os.sched_getaffinity(0))
+    assert default_workers(big, big.units()) == min(cores, 4)
+    assert default_workers(big, big.units()[:1]) == 1  # one unit: nothing to share
+
+
+def test_largest_units_first():
+    s = spec()  # p [2, 4] x m [2, 4]
+    assert largest_first(s, s.units()) == [(1, 1), (0, 1), (1, 0), (0, 0)]
