@@ -8,8 +8,8 @@ process (one thread beside the caller's, so it starts at once, with JAX already 
 process that imported it may hang), each with the same JAX settings and sharing JAX's persistent
 compilation cache, so a kernel compiled by one is loaded by the others. One pool serves the whole
 run; units are taken from the caller one at a time as an evaluator frees (the caller locks each
-just before it hands it out), largest first (:func:`largest_first`) so that the evaluators end
-together. A unit's results depend on its inputs alone, so they are the same to the bit whichever
+just before it hands it out; :mod:`ppsweep.runner` hands them largest first, :func:`largest_first`,
+so that the evaluators end together). A unit's results depend on its inputs alone, so they are the same to the bit whichever
 evaluator computes them; the caller writes them as they come.
 """
 

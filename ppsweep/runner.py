@@ -121,7 +121,8 @@ def run_sweep(
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
         mine: dict[tuple[int, int], filelock.BaseFileLock] = {}  # units this run holds, not yet written
-        claimed = _claim(path, group, largest_first(spec, pending), mine)
+        order = largest_first(spec, pending) if n_workers > 1 else pending  # several evaluators: end together
+        claimed = _claim(path, group, order, mine)
         with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
             writing: Future | None = None
             try:
