@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 
@@ -72,11 +73,27 @@ def largest_first(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> list[tup
 def _init_worker(compilation_cache: str | None) -> None:
     from ppsweep.runner import configure_jax
 
+    _exit_with_parent()
+
     configure_jax(compilation_cache)
     if compilation_cache:  # every evaluator compiles the same kernels: share even the quick ones
         import jax
 
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def _exit_with_parent() -> None:
+    """In a spawned worker: end the process when its parent ends (a Ctrl-C ends the parent at once,
+    ``kill`` may end it alone); its unit's results could go nowhere."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a spawned worker: this process evaluates in a thread
+        return
+
+    def watch() -> None:
+        parent.join()  # returns when the parent's end of the pipe closes
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ppsweep-parent-watch", daemon=True).start()
 
 
 def _evaluate(spec: SweepSpec, i: int, j: int) -> UnitResult:
