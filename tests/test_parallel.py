@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -54,3 +55,43 @@ def test_default_workers_start_processes_only_for_work_that_pays_for_them():
 def test_largest_units_first():
     s = spec()  # p [2, 4] x m [2, 4]
     assert largest_first(s, s.units()) == [(1, 1), (0, 1), (1, 0), (0, 0)]
+
+
+def test_a_spawned_worker_ends_when_its_parent_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, sys, time\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from ppsweep.parallel import _init_worker\n"
+        "if __name__ == '__main__':\n"
+        "    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=_init_worker, initargs=(None,))\n"
+        "    pool.submit(time.sleep, 300)\n"
+        "    time.sleep(1)\n"
+        "    print(*[p.pid for p in pool._processes.values()], flush=True)\n"
+        "    time.sleep(300)\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=root, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": root})
+    (child,) = [int(x) for x in parent.stdout.readline().split()]
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") and "Z" not in _state(child):
+        time.sleep(0.2)
+    gone = not os.path.exists(f"/proc/{child}") or "Z" in _state(child)
+    if not gone:
+        os.kill(child, signal.SIGKILL)
+    assert gone, "the worker outlived its parent by 30 s"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
