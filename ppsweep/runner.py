@@ -1,8 +1,9 @@
 """Run a sweep into its store: units of work evaluated, written as they finish.
 
-Units are evaluated in this process or, with ``engine.workers > 1``, in worker processes
-(:mod:`ppsweep.parallel`); writing overlaps computing (one writer thread), and memory stays
-bounded by a few units whatever the grid's size. The run ends with its time split (build,
+Units are evaluated in this process or, with ``engine.workers > 1``, also in spawned worker
+processes (:mod:`ppsweep.parallel`: one pool for the whole run, largest units first); writing
+overlaps computing (one writer thread), and memory stays bounded by a few units whatever the
+grid's size. The run ends with its time split (build,
 compile, evaluate, write: :mod:`ppsweep.timing`).
 
 Several runs of the same sweep may write one store at once (README, "Resume and integrity"):
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 import filelock
 
 from ppsweep.config import SweepSpec
-from ppsweep.parallel import default_workers, evaluate_units
+from ppsweep.parallel import default_workers, evaluate_units, largest_first
 from ppsweep.progress import Progress
 from ppsweep.store import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, write_unit
 from ppsweep.timing import describe, phase, take
@@ -71,11 +72,6 @@ class SweepReport:
         return self.points_run / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _write(group, spec: SweepSpec, i: int, j: int, results) -> None:
-    with phase("write"):
-        write_unit(group, spec, i, j, results)
-
-
 def run_sweep(
     spec: SweepSpec,
     path: str | os.PathLike,
@@ -101,7 +97,8 @@ def run_sweep(
         None: all. Units already done are skipped either way.
       say: called with one line when the run resumes a store that has some of its units done
         (``"resuming: 3 of 9 units already done"``), and with the run's time split; None: silent.
-      workers: processes evaluating units (:func:`ppsweep.parallel.default_workers` when None).
+      workers: evaluators: this process and ``workers - 1`` spawned ones (:mod:`ppsweep.parallel`);
+        None: :func:`ppsweep.parallel.default_workers`.
       compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
 
     Returns:
@@ -120,45 +117,27 @@ def run_sweep(
     take()
     computed = 0
     if pending:
-        n_workers = default_workers(len(pending)) if workers is None else workers
+        n_workers = default_workers(spec, pending) if workers is None else max(1, min(workers, len(pending)))
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
+        mine: dict[tuple[int, int], filelock.BaseFileLock] = {}  # units this run holds, not yet written
+        order = largest_first(spec, pending) if n_workers > 1 else pending  # several evaluators: end together
+        claimed = _claim(path, group, order, mine)
         with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
             writing: Future | None = None
-            queue, wait = list(pending), False
-            while queue:
-                busy = []  # units another run is computing now: waited for after the others
-                position = 0
-                while position < len(queue):
-                    # Lock a batch (one unit per worker process), then evaluate it.
-                    mine: dict[tuple[int, int], filelock.BaseFileLock] = {}
-                    while position < len(queue) and len(mine) < max(1, n_workers):
-                        i, j = queue[position]
-                        position += 1
-                        lock = unit_lock(path, i, j)
-                        try:
-                            lock.acquire(timeout=-1 if wait else 0)
-                        except filelock.Timeout:
-                            busy.append((i, j))
-                            continue
-                        if not pending_units(group, [(i, j)]):  # another run wrote it meanwhile
-                            lock.release()
-                            continue
-                        mine[(i, j)] = lock
-                    try:
-                        for i, j, results, unit_seconds in evaluate_units(spec, list(mine), n_workers, compilation_cache):
-                            split.update(unit_seconds)
-                            if writing is not None:
-                                writing.result()
-                            writing = writer.submit(_write_and_release, group, spec, i, j, results, generation, mine.pop((i, j)))
-                            computed += 1
-                            if bar is not None:
-                                bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
-                    except BaseException:
-                        for lock in mine.values():
-                            lock.release()
-                        raise
-                queue, wait = busy, True
+            try:
+                for i, j, results, unit_seconds in evaluate_units(spec, claimed, n_workers, compilation_cache):
+                    split.update(unit_seconds)
+                    if writing is not None:
+                        writing.result()
+                    writing = writer.submit(_write_and_release, group, spec, i, j, results, generation, mine.pop((i, j)))
+                    computed += 1
+                    if bar is not None:
+                        bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
+            except BaseException:
+                for lock in mine.values():
+                    lock.release()
+                raise
             if writing is not None:
                 writing.result()
         if bar is not None:
@@ -172,9 +151,34 @@ def run_sweep(
     return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing)
 
 
+def _claim(path: Path, group, units: list[tuple[int, int]], mine: dict) -> Iterator[tuple[int, int]]:
+    """The units of ``units`` this run computes, each locked (and put in ``mine``) as it is handed out.
+
+    A unit another run holds is passed over and waited for after the others; one that another
+    run finished meanwhile is skipped.
+    """
+    queue, wait = units, False
+    while queue:
+        busy = []  # units another run is computing now: waited for after the others
+        for i, j in queue:
+            lock = unit_lock(path, i, j)
+            try:
+                lock.acquire(timeout=-1 if wait else 0)
+            except filelock.Timeout:
+                busy.append((i, j))
+                continue
+            if not pending_units(group, [(i, j)]):  # another run wrote it meanwhile
+                lock.release()
+                continue
+            mine[(i, j)] = lock
+            yield i, j
+        queue, wait = busy, True
+
+
 def _write_and_release(group, spec: SweepSpec, i: int, j: int, results: dict, generation: tuple, lock) -> None:
     """Write one unit (:func:`ppsweep.store.write_unit`), then release its lock, whatever happens."""
     try:
-        write_unit(group, spec, i, j, results, generation)
+        with phase("write"):
+            write_unit(group, spec, i, j, results, generation)
     finally:
         lock.release()

@@ -1,7 +1,9 @@
 """Where a sweep's time goes: seconds per phase (build, compile, evaluate, write), per process.
 
-:func:`phase` adds the time spent in its block to a process-wide total; :func:`take` returns the
-totals and starts again (worker processes send theirs back with each unit's results).
+:func:`phase` adds the wall time spent in its block to a process-wide total, whichever thread
+runs it; :func:`take` returns the totals and starts again (worker processes send theirs back
+with each unit's results). Phases of different threads and processes overlap, so their sum
+exceeds the run's wall time when several evaluators or the writer thread work at once.
 """
 
 from __future__ import annotations
@@ -41,4 +43,4 @@ def take() -> dict[str, float]:
 def describe(totals: dict[str, float]) -> str:
     """One line: ``time split: build 1.2 s, compile 0.3 s, evaluate 4.5 s, write 0.6 s``."""
     parts = [f"{name} {totals.get(name, 0.0):.1f} s" for name in PHASES]
-    return "time split (seconds summed over worker processes): " + ", ".join(parts)
+    return "time split (seconds summed over the evaluators and the writer thread, which overlap): " + ", ".join(parts)

@@ -8,6 +8,7 @@
     python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end (minutes)
+    python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
 
 Every run ends with the issue-15 targets, each beside its measured value and its ratio to the
 figures before that work ("today": build 20 µs/op, compile 40 µs/op, million 30 k points/s,
@@ -475,11 +476,13 @@ def bench_sweep(name: str, extra: list[str]) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={tmp}", "progress=false", *extra]
+        load_before = os.getloadavg()[0]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_after = os.getloadavg()[0]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     out = done.stdout + done.stderr
     if done.returncode:
@@ -488,7 +491,8 @@ def bench_sweep(name: str, extra: list[str]) -> dict:
     match = re.search(r"wrote ([\d,]+) points", out)
     points = int(match.group(1).replace(",", "")) if match else 0
     print()
-    print(f"--{name}: {' '.join(cmd[1:4] + cmd[6:])} (results_dir: a temporary directory)")
+    print(f"--{name}: {' '.join(cmd[1:4] + cmd[6:])} (results_dir: a temporary directory; "
+          f"load average {load_before:.1f} before, {load_after:.1f} after)")
     for line in out.splitlines():
         if line.startswith(("wrote", "time split")) or line.startswith("  "):
             print(f"  {line.strip()}")
@@ -596,6 +600,8 @@ def main() -> None:
     parser.add_argument("--tables", action="store_true", help="per-table work: build, compile, envelope (fast vs reference)")
     parser.add_argument("--million", action="store_true", help="also run +sweep=million end to end")
     parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
+    parser.add_argument("--compare-workers", action="store_true",
+                        help="with --million: run it again with engine.workers=1 and print the ratio")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -620,6 +626,10 @@ def main() -> None:
     if args.million:
         million = bench_sweep("million", [])
         figures["million"], figures["cores"] = million["rate"], million["cores"]
+        if args.compare_workers:
+            one = bench_sweep("million", ["engine.workers=1"])
+            print(f"  the default engine.workers against engine.workers=1, same run: {one['wall'] / million['wall']:.2f}x "
+                  f"the points/s, {million['cores'] / one['cores']:.2f}x the cores busy")
     if args.design:
         figures["design"] = bench_sweep("design", [])["wall"]
     if args.large:
