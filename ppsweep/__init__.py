@@ -11,36 +11,52 @@ Ctrl-C before the heavy imports.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import sys
+from typing import Any, Callable
 
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
     "SCHEDULES": "ppsweep.schedules",
-    "InvalidTableError": "ppsweep.validate",
-    "Kind": "ppsweep.ops",
-    "Op": "ppsweep.ops",
-    "ScheduleTable": "ppsweep.table",
-    "UnsupportedPointError": "ppsweep.build",
-    "bubble_formula": "ppsweep.build",
-    "build_schedule": "ppsweep.build",
-    "format_table": "ppsweep.table",
-    "peak_activations_formula": "ppsweep.build",
-    "realize": "ppsweep.table",
-    "validate_table": "ppsweep.validate",
+    "InvalidTableError": "ppsweep.tables.validate",
+    "Kind": "ppsweep.tables.ops",
+    "Op": "ppsweep.tables.ops",
+    "ScheduleTable": "ppsweep.tables.table",
+    "UnsupportedPointError": "ppsweep.tables.build",
+    "bubble_formula": "ppsweep.tables.build",
+    "build_schedule": "ppsweep.tables.build",
+    "format_table": "ppsweep.tables.table",
+    "peak_activations_formula": "ppsweep.tables.build",
+    "realize": "ppsweep.tables.table",
+    "validate_table": "ppsweep.tables.validate",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ppsweep' has no attribute {name!r}")
+def lazy_exports(module: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` that import each exported name on first use.
+
+    Args:
+      module: the package's ``__name__``.
+      exports: public name -> the module that defines it.
+
+    Returns:
+      ``(__getattr__, __dir__)`` for the package's namespace (a value is cached there once read).
+    """
+    namespace = sys.modules[module].__dict__
+
+    def getattr_(name: str) -> Any:
+        if name in exports:
+            namespace[name] = getattr(importlib.import_module(exports[name]), name)
+            return namespace[name]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    def dir_() -> list[str]:
+        return sorted([*namespace, *exports])
+
+    return getattr_, dir_
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,5 +1,5 @@
-"""``python -m ppsweep``: see :mod:`ppsweep.cli` (importing it is light: Ctrl-C is caught from here on)."""
+"""``python -m ppsweep``: see :mod:`ppsweep.cli.main` (importing it is light: Ctrl-C is caught from here on)."""
 
-from ppsweep.cli import main
+from ppsweep.cli.main import main
 
 main()

@@ -35,8 +35,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ppsweep.ops import Kind
-from ppsweep.table import ScheduleTable
+from ppsweep.tables.ops import Kind
+from ppsweep.tables.table import ScheduleTable
 
 
 def _from_mapping(cls, kind: str, values: Mapping[str, Any]):
@@ -598,7 +598,7 @@ def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, 
 
 def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0,
                  fb_overlap: Any = 0.0) -> "Costs":
-    """The engine's :class:`~ppsweep.engine_costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
+    """The engine's :class:`~ppsweep.engine.costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
 
     Args:
       costs: per-stage costs, ``(n, S)`` over a leading compute axis.
@@ -609,9 +609,9 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
       fb_overlap: share of an overlapped pair's forward hidden under its backward (:func:`pair_time`).
 
     Returns:
-      The validated :class:`~ppsweep.engine_costs.Costs` (``simulate(table, costs, mode)``).
+      The validated :class:`~ppsweep.engine.costs.Costs` (``simulate(table, costs, mode)``).
     """
-    from ppsweep.engine_costs import Costs
+    from ppsweep.engine.costs import Costs
 
     def stage(a: np.ndarray) -> np.ndarray:
         return a.reshape(a.shape[:1] + (1,) * point_axes + a.shape[1:])

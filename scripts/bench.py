@@ -48,12 +48,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ppsweep import build_schedule  # noqa: E402
-from ppsweep import envelope as envelope_mod  # noqa: E402
-from ppsweep.compiled import compiled_for  # noqa: E402
+from ppsweep.engine import envelope as envelope_mod  # noqa: E402
+from ppsweep.engine.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
-from ppsweep.engine import MODES, simulate  # noqa: E402
-from ppsweep.program import program_for  # noqa: E402
-from ppsweep.reference import reference_simulate  # noqa: E402
+from ppsweep.engine.core import MODES, simulate  # noqa: E402
+from ppsweep.engine.program import program_for  # noqa: E402
+from ppsweep.engine.reference import reference_simulate  # noqa: E402
 
 SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo")
 
@@ -258,8 +258,8 @@ def print_summary(rows: list[dict]) -> None:
 
 
 def bench_large(n_bandwidth: int, n_latency: int) -> None:
-    from ppsweep.runner import run_sweep
-    from ppsweep.sweep import SweepSpec
+    from ppsweep.sweep.runner import run_sweep
+    from ppsweep.sweep.evaluate import SweepSpec
 
     model, system = configs()
     cfg = {
@@ -352,19 +352,19 @@ def bench_tables(reps: int) -> dict:
     over all tables, median of ``reps``), ``ratio`` (fast / reference on the reference tables),
     ``ready_1f1b`` (seconds until 1F1B p=64, m=512 is built and compiled).
     """
-    from ppsweep.fast_program import compile_program_fast
-    from ppsweep.fast_realize import realize_fast, validate_fast
-    from ppsweep.program import compile_program
+    from ppsweep.engine.fast_program import compile_program_fast
+    from ppsweep.tables.fast_realize import realize_fast, validate_fast
+    from ppsweep.engine.program import compile_program
     from ppsweep.schedules import get_schedule
-    from ppsweep.table import realize
-    from ppsweep.validate import validate_table
+    from ppsweep.tables.table import realize
+    from ppsweep.tables.validate import validate_table
 
     model, system = configs()
     print()
     print("--tables: build (order + ASAP realization + validation) and compile (Program) of one table, seconds,")
     print(f"median of {reps}; ops/s = operations / (build + compile); the envelope programme (overlap, the")
     print("cost model's features) batched per wave vs lane by lane; disk = the built table read back from the disk cache")
-    print("(ppsweep.table_cache) instead of order + build. References run on the first two tables only.")
+    print("(ppsweep.tables.cache) instead of order + build. References run on the first two tables only.")
     print("cpu ops/s: the same operations over the process's CPU seconds for order + build + compile (on a loaded")
     print("machine the wall clock also counts the time other processes held the cores).")
     head = (f"{'schedule':8s} {'p':>3s} {'m':>4s} {'ops':>7s} | {'order':>6s} {'build':>6s} {'compile':>7s} {'ops/s':>6s} {'cpu':>6s} {'disk':>6s} | "
@@ -397,7 +397,7 @@ def bench_tables(reps: int) -> dict:
         total_cpu += cpu
         if (name, p, m) == ("1f1b", 64, 512):
             ready = t_order + t_build + t_compile
-        from ppsweep.table_cache import MIN_CELLS
+        from ppsweep.tables.cache import MIN_CELLS
 
         t_disk = _disk_read_seconds(name, p, m) if table.kind.size >= MIN_CELLS else float("nan")  # small: never cached
         eargs, kw = grid_args(table, model, system, 16, 4)
@@ -433,9 +433,9 @@ def bench_tables(reps: int) -> dict:
 
 
 def _disk_read_seconds(name: str, p: int, m: int) -> float:
-    """Seconds to get a built table back from the disk cache (:mod:`ppsweep.table_cache`), in a temporary directory."""
-    from ppsweep import build as build_mod
-    from ppsweep import table_cache
+    """Seconds to get a built table back from the disk cache (:mod:`ppsweep.tables.cache`), in a temporary directory."""
+    from ppsweep.tables import build as build_mod
+    from ppsweep.tables import cache as table_cache
 
     saved = os.environ.get(table_cache.CACHE_ENV)
     with tempfile.TemporaryDirectory() as tmp:
@@ -544,7 +544,7 @@ def bench_noise(reps: int, samples: int = 64) -> None:
     k samples; each call draws its noise) and 65,536 noise-free points on the scan, alternately
     ``reps`` times after a first (compiling) call of each; the medians are reported.
     """
-    from ppsweep.noise import NoiseConfig
+    from ppsweep.engine.noise import NoiseConfig
 
     model, system = configs()
     noise = NoiseConfig.from_mapping({"samples": samples, "seed": 0, "compute": {"dist": "lognormal", "cv": 0.05},

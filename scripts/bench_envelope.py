@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))  # that checkout's benc
 import numpy as np  # noqa: E402
 
 import bench  # noqa: E402
-from ppsweep.build import build_schedule  # noqa: E402
-from ppsweep.engine import simulate  # noqa: E402
+from ppsweep.tables.build import build_schedule  # noqa: E402
+from ppsweep.engine.core import simulate  # noqa: E402
 
 SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo")
 

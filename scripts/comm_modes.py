@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 
 from ppsweep import build_schedule
-from ppsweep.build import why_unsupported
-from ppsweep.config import load_config
+from ppsweep.tables.build import why_unsupported
+from ppsweep.sweep.config import load_config
 from ppsweep.costs import stage_costs
-from ppsweep.engine import MODES, simulate
+from ppsweep.engine.core import MODES, simulate
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ each identity. Counts:
 - **detected**: the fault left something to redo, and ppsweep saw it (units not done, damaged units
   named by the checksums, or a run refused with one ``error:`` line);
 - **harmless**: the fault changed no value (e.g. a kill after the run finished);
-- **resumed identical**: re-running the same command afterwards (``ppsweep.verify --repair`` for
+- **resumed identical**: re-running the same command afterwards (``ppsweep.store.verify --repair`` for
   corruptions) gave a store bit-identical (every value) to the reference;
 - **silent**: a unit marked done and passing its checksum holds values that differ from the
   reference, or a run exited 0 saying complete while the store was not whole. Must be 0.
@@ -45,10 +45,10 @@ import zarr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppsweep.config import load_plan  # noqa: E402
-from ppsweep.runner import configure_jax, run_sweep  # noqa: E402
-from ppsweep.store import damaged_units, done_units, read_unit, stored_variables  # noqa: E402
-from ppsweep.verify import verify  # noqa: E402
+from ppsweep.sweep.config import load_plan  # noqa: E402
+from ppsweep.sweep.runner import configure_jax, run_sweep  # noqa: E402
+from ppsweep.store.results import damaged_units, done_units, read_unit, stored_variables  # noqa: E402
+from ppsweep.store.verify import verify  # noqa: E402
 
 GRID = [
     "schedules=[gpipe,1f1b]",

@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ppsweep import build_schedule  # noqa: E402
-from ppsweep.build import why_unsupported  # noqa: E402
+from ppsweep.tables.build import why_unsupported  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
-from ppsweep.engine import simulate  # noqa: E402
+from ppsweep.engine.core import simulate  # noqa: E402
 
 #: Where the golden results live.
 GOLDEN = ROOT / "tests" / "golden" / "engine.npz"

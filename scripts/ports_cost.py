@@ -2,7 +2,7 @@
 
 For the tables of ``conf/sweep/bandwidth.yaml`` (GPipe, 1F1B, Chimera, Hanayo; p 4, 8; m 8 … 64)
 and one 64 × 5 bandwidth × latency grid, prints per mode the time of the routing
-(:func:`ppsweep.comm.route`), the time of ``simulate`` (envelope build and evaluation, or the
+(:func:`ppsweep.engine.comm.route`), the time of ``simulate`` (envelope build and evaluation, or the
 scan with its compilation where a table passes the envelope's cap) and the tables that went to
 the scan. Run: ``python scripts/ports_cost.py`` (modes in the order given: the first one also
 pays the envelope evaluation's one-time compilation).
@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 import ppsweep
-from ppsweep.build import UnsupportedPointError
-from ppsweep.comm import route
-from ppsweep.engine import simulate
-from ppsweep.program import compile_program
+from ppsweep.tables.build import UnsupportedPointError
+from ppsweep.engine.comm import route
+from ppsweep.engine.core import simulate
+from ppsweep.engine.program import compile_program
 
 
 def main(modes: list[str]) -> None:

@@ -10,7 +10,7 @@ LLM Training" (Barley, Leis, Klenk, Fröning, ISPDC 2026). The work is done by `
 
 1. ``sweeps``: runs ``conf/sweep/paper.yaml`` and ``conf/sweep/paper_asym.yaml`` through the sweep
    config path into ``results/paper.zarr`` and ``results/paper_asym.zarr`` (git-ignored; a complete
-   store is reused) and the single-assumption runs through ``ppsweep.engine.simulate``;
+   store is reused) and the single-assumption runs through ``ppsweep.engine.core.simulate``;
 2. ``findings``: one function per finding, returning its tables and measured numbers;
 3. ``verdict``: every verdict, from the claims table (``claims``) and the measured numbers;
 4. ``figures`` and ``report``: the PNGs and ``results/paper/REPORT.md``.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ppsweep import SCHEDULES, build_schedule
-from ppsweep.build import why_unsupported
+from ppsweep.tables.build import why_unsupported
 
 #: (p, m) pairs tried for every schedule; unsupported ones are skipped.
 SMALL_POINTS = [(2, 2), (2, 4), (3, 3), (4, 4), (4, 8), (6, 6), (8, 8), (8, 16)]
@@ -50,8 +50,8 @@ SMALL_SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10,
 def small_store(tmp_path_factory):
     """A finished store: gpipe, 1f1b, chimera × p {2, 4} × m {2, 6} (chimera invalid at p=4, m=6)
     × 9 bandwidths 1e8…1e12 × latencies {1e-7, 1e-5}; chimera wins at p=2, m=2 above a crossover bandwidth."""
-    from ppsweep.runner import run_sweep
-    from ppsweep.sweep import SweepSpec
+    from ppsweep.sweep.runner import run_sweep
+    from ppsweep.sweep.evaluate import SweepSpec
 
     path = tmp_path_factory.mktemp("small") / "small.zarr"
     spec = SweepSpec.from_config(

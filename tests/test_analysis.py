@@ -25,9 +25,9 @@ from scipy import stats
 
 from ppsweep import analysis, build_schedule
 from ppsweep.costs import stage_costs
-from ppsweep.runner import run_sweep
-from ppsweep.store import IncompleteStoreWarning, open_for_sweep, write_unit
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.store.results import IncompleteStoreWarning, open_for_sweep, write_unit
+from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}

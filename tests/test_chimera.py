@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.ops import Kind, dependencies
+from ppsweep.tables.ops import Kind, dependencies
 from ppsweep.schedules import chimera
 
 POINTS = [(p, k * p) for p in (2, 4, 6, 8) for k in (1, 2, 3)]
@@ -128,7 +128,7 @@ def test_bad_split_is_a_value_error_naming_split(split):
     [(5, 10, "p must be even for chimera, got 5"), (3, 6, "p must be even"), (4, 6, "multiple of p=4"), (8, 4, "got 4")],
 )
 def test_unsupported_points(p, m, reason):
-    assert reason in ppsweep.build.why_unsupported("chimera", p, m)
+    assert reason in ppsweep.tables.build.why_unsupported("chimera", p, m)
     with pytest.raises(ppsweep.UnsupportedPointError, match=reason):
         ppsweep.build_schedule("chimera", p, m)
     assert math.isnan(ppsweep.bubble_formula("chimera", p, m))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.build import why_unsupported
+from ppsweep.tables.build import why_unsupported
 from ppsweep.costs import ModelConfig, SystemConfig, memory_figures
-from ppsweep.engine import simulate
-from ppsweep.ops import Kind
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import simulate
+from ppsweep.tables.ops import Kind
+from ppsweep.engine.reference import reference_simulate
 from ppsweep.schedules import chimera
 
 DOUBLING = ["forward_doubling", "backward_halving"]

@@ -65,8 +65,8 @@ def test_runs_from_another_directory_with_a_user_config_dir(tmp_path):
 def test_bad_input_one_clear_line(tmp_path, capsys, override, field):
     # In process (the command's own run on the composed config): test_config_is_checked_before_jax
     # checks such a refusal through a real `python -m ppsweep`.
-    from ppsweep.cli import run
-    from ppsweep.config import compose_config
+    from ppsweep.cli.main import run
+    from ppsweep.sweep.config import compose_config
 
     assert run(compose_config(["+sweep=bandwidth", override, f"results_dir={tmp_path}"])) == 2
     captured = capsys.readouterr()
@@ -119,7 +119,7 @@ def test_config_is_checked_before_jax_is_imported():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     imported = [line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")]
-    assert "ppsweep.config" in imported and not [m for m in imported if m.split(".")[0] in ("jax", "jaxlib")]
+    assert "ppsweep.sweep.config" in imported and not [m for m in imported if m.split(".")[0] in ("jax", "jaxlib")]
     assert [line for line in run.stderr.splitlines() if not line.startswith("import time:")] == [
         "error: p: must be an integer >= 2, got 1"
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppsweep.config import DIMENSIONS, compose_config, config_yaml, load_config, load_plan, logspace, unit_region
+from ppsweep.sweep.config import DIMENSIONS, compose_config, config_yaml, load_config, load_plan, logspace, unit_region
 
 
 def test_load_config_composes_sweeps_and_overrides():

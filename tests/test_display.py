@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ppsweep import trace
-from ppsweep.display import byte_unit, format_bytes, format_time, time_unit
+from ppsweep.viz import trace
+from ppsweep.viz.display import byte_unit, format_bytes, format_time, time_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,5 +50,5 @@ def _imports(module: str) -> set[str]:
 
 
 def test_plots_does_not_import_trace():
-    assert not any(name == "ppsweep.trace" or name.startswith("ppsweep.trace.") for name in _imports("plots"))
-    assert "ppsweep.display" in _imports("plots") and "ppsweep.display" in _imports("trace")
+    assert not any(name == "ppsweep.viz.trace" or name.startswith("ppsweep.viz.trace.") for name in _imports("plots"))
+    assert "ppsweep.viz.display" in _imports("plots") and "ppsweep.viz.display" in _imports("trace")

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import case_id, supported_cases
 from ppsweep import build_schedule
-from ppsweep.engine import MODES, simulate
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import MODES, simulate
+from ppsweep.engine.reference import reference_simulate
 
 OPTIONS = {"chimera": [{}, {"split": "1:2"}, {"concat": "forward_doubling"}, {"concat": "backward_halving"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
 CASES = supported_cases([(2, 2), (2, 4), (4, 4), (4, 8), (6, 6), (8, 8)], OPTIONS)
@@ -154,7 +154,7 @@ def test_each_method_matches_reference(case, mode, method):
 
 
 def test_costs_form_equals_keyword_form():
-    from ppsweep.engine_costs import Costs
+    from ppsweep.engine.costs import Costs
 
     table = build_schedule("chimera", 4, 8)
     rng = np.random.default_rng(7)
@@ -175,8 +175,8 @@ def test_import_leaves_jax_x64_flag_alone():
     import sys
 
     code = (
-        "import jax; before = jax.config.jax_enable_x64; import ppsweep, ppsweep.engine, ppsweep.envelope, ppsweep.sweep;"
-        "from ppsweep.engine import simulate; from ppsweep import build_schedule;"
+        "import jax; before = jax.config.jax_enable_x64; import ppsweep, ppsweep.engine.core, ppsweep.engine.envelope, ppsweep.sweep.evaluate;"
+        "from ppsweep.engine.core import simulate; from ppsweep import build_schedule;"
         "r = simulate(build_schedule('1f1b', 2, 2), 1.0, 2.0, 1e-9, 1e10, 1.0, method='scan');"
         "assert jax.config.jax_enable_x64 == before == False, jax.config.jax_enable_x64;"
         "assert r.t_sim.dtype == 'float64' and abs(float(r.t_sim) - 9.0 - 2.2e-9) < 1e-13, repr(r.t_sim)"

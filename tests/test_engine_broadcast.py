@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.engine import MODES, simulate
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import MODES, simulate
+from ppsweep.engine.reference import reference_simulate
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -15,10 +15,10 @@ import pytest
 
 from conftest import case_id, supported_cases
 from ppsweep import build_schedule
-from ppsweep import envelope as env_mod
-from ppsweep.engine import MODES, simulate
-from ppsweep.program import program_for
-from ppsweep.reference import reference_simulate
+from ppsweep.engine import envelope as env_mod
+from ppsweep.engine.core import MODES, simulate
+from ppsweep.engine.program import program_for
+from ppsweep.engine.reference import reference_simulate
 
 # backward_halving is forward_doubling at 2m (tests/test_chimera_concat.py); at p=8, m=16 in ports it passes the cap (scan)
 OPTIONS = {"chimera": [{}, {"split": "1:2"}, {"concat": "forward_doubling"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
@@ -188,7 +188,7 @@ def test_float32_envelope_close_to_float64():
 
 
 def test_sweep_config_accepts_engine_method():
-    from ppsweep.sweep import SweepSpec
+    from ppsweep.sweep.evaluate import SweepSpec
 
     base = {
         "model": {"layers": 8, "hidden": 64, "heads": 4, "sequence": 32, "vocab": 100, "global_batch": 8},
@@ -207,7 +207,7 @@ _MULTI_DEVICE = textwrap.dedent(
     import numpy as np
     import jax
     from ppsweep import build_schedule
-    from ppsweep.engine import simulate
+    from ppsweep.engine.core import simulate
     assert len(jax.devices()) == 2, jax.devices()
     args = json.loads(sys.argv[1])
     out = {}

@@ -19,8 +19,10 @@ import xarray as xr
 
 import zarr
 
-from ppsweep import analysis, explore
-from ppsweep.store import CHECKSUM, done_units, read_unit, unit_checksum
+from ppsweep import analysis
+
+from ppsweep.viz import explore
+from ppsweep.store.results import CHECKSUM, done_units, read_unit, unit_checksum
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The schedules' colours on the page (store order: gpipe, 1f1b, chimera).

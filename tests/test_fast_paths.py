@@ -1,4 +1,4 @@
-"""The array paths (ppsweep.fast_realize, ppsweep.fast_program) against the per-operation references.
+"""The array paths (ppsweep.tables.fast_realize, ppsweep.engine.fast_program) against the per-operation references.
 
 Every registered schedule and variant over small (p, m) and several slot settings, and random
 valid orders (several stages per worker, two replicas, split backward): the realized tables, the
@@ -14,17 +14,17 @@ import random
 import numpy as np
 import pytest
 
-import ppsweep.fast_realize as fast_realize
+import ppsweep.tables.fast_realize as fast_realize
 from ppsweep import SCHEDULES
-from ppsweep.build import resolve_options, why_unsupported
-from ppsweep.fast_program import _allocate_registers, compile_program_fast
-from ppsweep.fast_realize import realize_fast, table_ops, validate_fast
-from ppsweep.ops import Kind, Op, dependencies, expected_ops
-from ppsweep.program import compile_program
+from ppsweep.tables.build import resolve_options, why_unsupported
+from ppsweep.engine.fast_program import _allocate_registers, compile_program_fast
+from ppsweep.tables.fast_realize import realize_fast, table_ops, validate_fast
+from ppsweep.tables.ops import Kind, Op, dependencies, expected_ops
+from ppsweep.engine.program import compile_program
 from ppsweep.schedules import get_schedule
 from ppsweep.schedules.base import ScheduleOrder
-from ppsweep.table import OrderDeadlockError, ScheduleTable, realize
-from ppsweep.validate import InvalidTableError, validate_table
+from ppsweep.tables.table import OrderDeadlockError, ScheduleTable, realize
+from ppsweep.tables.validate import InvalidTableError, validate_table
 
 #: Option values tried beyond each schedule's defaults (schedules not named here: defaults only).
 VARIANTS = {"hanayo": [{"waves": 2}, {"waves": 3}], "chimera": [{"split": "1:2"}]}
@@ -215,8 +215,8 @@ def test_register_allocation_is_first_fit():
 
 
 def batched_envelope(program, mode, weights, comm, cap):
-    import ppsweep.fast_envelope as fast_envelope
-    from ppsweep.envelope import build_envelope
+    import ppsweep.engine.fast_envelope as fast_envelope
+    from ppsweep.engine.envelope import build_envelope
 
     saved = fast_envelope.BATCHED_MIN_WORKERS
     fast_envelope.BATCHED_MIN_WORKERS = 1
@@ -228,7 +228,7 @@ def batched_envelope(program, mode, weights, comm, cap):
 
 def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[np.ndarray, np.ndarray]:
     """Random non-negative feature weights (half of the features communication), some zeros."""
-    from ppsweep.envelope import raw_size
+    from ppsweep.engine.envelope import raw_size
 
     weights = rng.random((n_features, raw_size(program))) * (rng.random((n_features, raw_size(program))) < 0.7)
     comm = np.arange(n_features) >= n_features // 2
@@ -237,8 +237,8 @@ def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[1] <= 6], ids=_case_id)
 def test_batched_envelope_matches_lane_by_lane(case):
-    from ppsweep.envelope import EnvelopeTooLarge, build_envelope
-    from ppsweep.fast_envelope import BATCHED_MODES
+    from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
+    from ppsweep.engine.fast_envelope import BATCHED_MODES
 
     name, p, m, options = case
     order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
@@ -268,7 +268,7 @@ def test_batched_envelope_matches_lane_by_lane(case):
 
 def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
     """Feature weights of the cost model's shape: one compute feature (F 1, B 2 per stage), latency, wire."""
-    from ppsweep.envelope import raw_index, raw_size
+    from ppsweep.engine.envelope import raw_index, raw_size
 
     S = program.n_stages
     weights = np.zeros((3, raw_size(program)))
@@ -283,8 +283,8 @@ def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
 def test_single_vector_waves_match_lane_by_lane(name, mode, whole):
     """The batched programme's single-vector phase (every set one vector) and its hand-over to the
     general loop give the reference's vectors; ``whole``: the phase runs every wave."""
-    from ppsweep.envelope import build_envelope, n_duration_rows, raw_index
-    from ppsweep.fast_envelope import _run_single, _WaveLanes
+    from ppsweep.engine.envelope import build_envelope, n_duration_rows, raw_index
+    from ppsweep.engine.fast_envelope import _run_single, _WaveLanes
 
     p, m = 4, 12
     program = compile_program_fast(realize_fast(get_schedule(name).build_order(p, m)))

@@ -20,10 +20,10 @@ import pytest
 import zarr
 from omegaconf import OmegaConf
 
-from ppsweep.cli import run
-from ppsweep.config import NOT_IN_IDENTITY, RUN_KEYS, SweepSpec, compose_config, spec_from_config
-from ppsweep.runner import run_sweep
-from ppsweep.store import (
+from ppsweep.cli.main import run
+from ppsweep.sweep.config import NOT_IN_IDENTITY, RUN_KEYS, SweepSpec, compose_config, spec_from_config
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.store.results import (
     StoreError,
     check_store,
     create_store,
@@ -242,19 +242,19 @@ def test_damaged_chunks_are_named_refused_on_open_and_recomputed(tmp_path, refer
 
 
 def test_verify_names_damage_analyze_says_one_line_and_repair_restores(tmp_path, reference, capsys):
-    from ppsweep.verify import main as verify_main
+    from ppsweep.store.verify import main as verify_main
 
     store = tmp_path / "grid.zarr"
     shutil.copytree(reference, store)
     assert verify_main([str(store)]) == 0  # in process; the refusals below are real processes'
     assert "4 finished units match their checksums" in capsys.readouterr().out
     _damage(store)
-    found = command("ppsweep.verify", str(store))
+    found = command("ppsweep.store.verify", str(store))
     assert found.returncode == 1 and error_lines(found.stderr) == [
         f"error: {store}: 3 damaged units (p=2, m=4), (p=4, m=4), (p=4, m=8): chunks unreadable or not matching their checksums; "
         f"python -m ppsweep.verify {store} --repair recomputes them"
     ]
-    analyze = command("ppsweep.analyze", str(store), "--no-figures")
+    analyze = command("ppsweep.cli.analyze", str(store), "--no-figures")
     assert analyze.returncode == 2 and len(error_lines(analyze.stderr)) == 1 and "(p=2, m=4)" in analyze.stderr
     assert verify_main([str(store), "--repair"]) == 0  # in process: the sweep's shapes are compiled already
     repaired = capsys.readouterr()
@@ -320,7 +320,7 @@ def test_csv_with_a_byte_order_mark_reads_and_a_binary_file_is_named(tmp_path):
     import io
 
     from ppsweep import build_schedule
-    from ppsweep.interchange import CsvTableError, read_csv, write_csv
+    from ppsweep.tables.interchange import CsvTableError, read_csv, write_csv
 
     table = build_schedule("1f1b", 2, 4)
     text = io.StringIO()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.engine import simulate
-from ppsweep.program import compile_program
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import simulate
+from ppsweep.engine.program import compile_program
+from ppsweep.engine.reference import reference_simulate
 
 CASES = [("dualpipe", 4, 8), ("dualpipev", 3, 6), ("zb_h2", 3, 5), ("zbv", 2, 4)]
 MODES = ["overlap", "blocking", "contention", "ports"]

@@ -9,8 +9,8 @@ import pytest
 
 import ppsweep
 from ppsweep.costs import pair_time
-from ppsweep.ops import Kind
-from ppsweep.reference import reference_simulate
+from ppsweep.tables.ops import Kind
+from ppsweep.engine.reference import reference_simulate
 
 CASES = [("dualpipev", 2, 4), ("dualpipev", 3, 7), ("dualpipev", 4, 8), ("dualpipe", 2, 4), ("dualpipe", 4, 10)]
 
@@ -31,18 +31,18 @@ def test_a_pair_waits_for_both_inputs_and_sends_both_outputs(name, p, m, mode):
     r = reference_simulate(table, 1.0, 2.0, 0.5, 1.0, 1.0, mode, record=True)  # each message 1.5
     ends = {}
     for event in r.record.ops:
-        for half in ppsweep.ops.halves(event.op):
+        for half in ppsweep.tables.ops.halves(event.op):
             ends[half] = event
     arrivals = {(msg.producer, msg.consumer): msg for msg in r.record.messages}
     pairs = [e for e in r.record.ops if e.op.kind == Kind.FB]
     assert pairs
     for event in pairs:
         assert event.end - event.start == pytest.approx(3.0)  # F 1 + B 2, no overlap credit
-        for dep in ppsweep.ops.dependencies(event.op, table.n_stages, table.split_backward):
+        for dep in ppsweep.tables.ops.dependencies(event.op, table.n_stages, table.split_backward):
             producer = ends[dep]
             ready = producer.end if producer.worker == event.worker else arrivals[(dep, event.op)].arrive
             assert event.start >= ready - 1e-12
-        sent = [msg for msg in r.record.messages if msg.producer in ppsweep.ops.halves(event.op)]
+        sent = [msg for msg in r.record.messages if msg.producer in ppsweep.tables.ops.halves(event.op)]
         assert all(msg.ready == pytest.approx(event.end) for msg in sent)  # both outputs at its end
     assert {(m.src, m.dst) for m in r.record.messages if m.producer.kind == Kind.B} <= {
         (a, b) for a in range(p) for b in range(p) if a != b

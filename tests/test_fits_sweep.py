@@ -11,9 +11,9 @@ import xarray as xr
 from ppsweep import build_schedule
 from ppsweep.analysis.fits import fastest_that_fits
 from ppsweep.costs import memory_figures, stage_costs
-from ppsweep.engine import simulate
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
+from ppsweep.engine.core import simulate
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.sweep.evaluate import SweepSpec
 
 from test_sweep_store import SYSTEM, config as store_config  # tests/ is on sys.path (pytest's rootdir import)
 
@@ -58,7 +58,7 @@ def test_recompute_and_capacity_dimensions(tmp_path):
     n_fit = result.n_fit.transpose("memory_capacity", ...).values
     assert np.all(n_fit[1] >= n_fit[0]) and n_fit.sum() > 0
     # The analyze command reports it and draws the map (and its other figures cope with the new axes).
-    from ppsweep.analyze import run
+    from ppsweep.cli.analyze import run
 
     text = run([str(tmp_path / "fits.zarr"), "--figures", str(tmp_path / "figures")])
     assert "Fastest option that fits" in text and "p=4, 4 GB:" in text

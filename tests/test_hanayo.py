@@ -7,7 +7,7 @@ import math
 import pytest
 
 import ppsweep
-from ppsweep.ops import Kind, dependencies
+from ppsweep.tables.ops import Kind, dependencies
 from ppsweep.schedules import hanayo
 
 POINTS = [(p, k * p, w) for p in (2, 3, 4, 5, 8) for k in (1, 2) for w in (1, 2)] + [(4, 4, 3), (4, 12, 1)]

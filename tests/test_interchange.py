@@ -1,4 +1,4 @@
-"""PyTorch pipeline CSV export/import (ppsweep.interchange)."""
+"""PyTorch pipeline CSV export/import (ppsweep.tables.interchange)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import io
 import numpy as np
 import pytest
 
-from ppsweep.build import build_schedule, why_unsupported
-from ppsweep.interchange import CsvTableError, cell_to_op, op_to_cell, read_csv, write_csv
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.build import build_schedule, why_unsupported
+from ppsweep.tables.interchange import CsvTableError, cell_to_op, op_to_cell, read_csv, write_csv
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules import SCHEDULES
 from ppsweep.schedules.base import ScheduleOrder
-from ppsweep.table import realize
+from ppsweep.tables.table import realize
 
 ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica")
 

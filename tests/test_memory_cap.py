@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit
 
 ONE_F_ONE_B = 13_438_582_784
 GPIPE = 26_457_702_400

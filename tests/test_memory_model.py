@@ -24,10 +24,10 @@ from ppsweep.costs import (
     stage_costs,
     stage_layers,
 )
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import ScheduleOrder, one_replica_layout
-from ppsweep.table import realize
-from ppsweep.validate import validate_table as validate
+from ppsweep.tables.table import realize
+from ppsweep.tables.validate import validate_table as validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

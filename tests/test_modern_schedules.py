@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import ppsweep
-from ppsweep.build import UnsupportedPointError, why_unsupported
-from ppsweep.ops import Kind
+from ppsweep.tables.build import UnsupportedPointError, why_unsupported
+from ppsweep.tables.ops import Kind
 from ppsweep.schedules import interleaved_zb, zb_h1, zb_h2
 
 #: (name, options) of every schedule of this file; the looped ones with several chunk counts.

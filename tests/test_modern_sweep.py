@@ -10,10 +10,10 @@ import xarray as xr
 
 from ppsweep import build_schedule
 from ppsweep.costs import stage_costs
-from ppsweep.interchange import write_csv
-from ppsweep.reference import reference_simulate
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
+from ppsweep.tables.interchange import write_csv
+from ppsweep.engine.reference import reference_simulate
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.sweep.evaluate import SweepSpec
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7, "fb_overlap": 0.25}

@@ -1,4 +1,4 @@
-"""The noise config and its counter-based draws (ppsweep.noise)."""
+"""The noise config and its counter-based draws (ppsweep.engine.noise)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.noise import Jitter, NoiseConfig, op_factors, op_identities, straggler_factors, uniforms
+from ppsweep.engine.noise import Jitter, NoiseConfig, op_factors, op_identities, straggler_factors, uniforms
 
 
 def test_config_defaults_off_and_round_trip():

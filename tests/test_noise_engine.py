@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.engine import MODES, simulate
-from ppsweep.noise import NoiseConfig, op_factors, op_identities, reference_inputs
-from ppsweep.ops import Kind
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import MODES, simulate
+from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, reference_inputs
+from ppsweep.tables.ops import Kind
+from ppsweep.engine.reference import reference_simulate
 
 T_F = np.array([1.0e-3, 1.3e-3, 0.8e-3, 1.1e-3])  # per stage (S = 4 for p = 4, one stage per worker)
 MSG = 4.0e6

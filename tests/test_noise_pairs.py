@@ -10,10 +10,10 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
-from ppsweep.engine import simulate
-from ppsweep.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
-from ppsweep.ops import Kind, halves
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import simulate
+from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
+from ppsweep.tables.ops import Kind, halves
+from ppsweep.engine.reference import reference_simulate
 
 MSG = 4.0e6
 
@@ -126,8 +126,8 @@ def test_straggler_with_probability_one_is_that_worker_slowed(mode):
 
 
 def test_robustness_sweep_with_dualpipev_has_a_sample_dimension(tmp_path):
-    from ppsweep.runner import run_sweep
-    from ppsweep.sweep import SweepSpec
+    from ppsweep.sweep.runner import run_sweep
+    from ppsweep.sweep.evaluate import SweepSpec
 
     cfg = {
         "name": "pairs",

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.sweep.evaluate import SweepSpec
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
@@ -65,8 +65,8 @@ def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path, stores
     _, _, whole = stores
     spec = SweepSpec.from_config(config(name="parts", noise=JITTER, engine={"chunk": 8}))
     # units run in another order, with another engine chunk: a shard-like split
-    from ppsweep.store import open_for_sweep, write_unit
-    from ppsweep.sweep import evaluate_unit
+    from ppsweep.store.results import open_for_sweep, write_unit
+    from ppsweep.sweep.evaluate import evaluate_unit
 
     group, _ = open_for_sweep(tmp_path / "parts.zarr", spec, "yaml: 1")
     for i, j in reversed(spec.units()):
@@ -79,7 +79,7 @@ def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path, stores
 def test_noise_changes_the_store_identity(tmp_path, stores):
     import shutil
 
-    from ppsweep.store import StoreError
+    from ppsweep.store.results import StoreError
 
     shutil.copytree(stores[0] / "noisy.zarr", tmp_path / "noisy.zarr")  # the shared store stays untouched
     other = SweepSpec.from_config(config(name="noisy", noise={**JITTER, "seed": 4}))

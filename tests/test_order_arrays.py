@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ppsweep import SCHEDULES
-from ppsweep.build import resolve_options, why_unsupported
-from ppsweep.fast_realize import (
+from ppsweep.tables.build import resolve_options, why_unsupported
+from ppsweep.tables.fast_realize import (
     _Columns,
     _order_arrays,
     _wavefront_starts,
@@ -25,10 +25,10 @@ from ppsweep.fast_realize import (
     realize_fast,
     well_formed,
 )
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules import get_schedule, gpipe, hanayo, one_f_one_b
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder, one_replica_layout
-from ppsweep.table import realize
+from ppsweep.tables.table import realize
 
 SMALL = [(p, m) for p in (2, 3, 4, 5, 8) for m in range(1, 2 * p + 3)]
 

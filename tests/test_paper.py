@@ -2,7 +2,7 @@
 
 The reduced study is ``conf/sweep/paper.yaml`` cut to GPipe, 1F1B and Chimera, p in {4, 8},
 m in {8, 16}, one system (the baseline), one comm mode, evaluated unit by unit without a store; free communication goes
-through ``ppsweep.paper.sweeps``'s single-assumption runner (``ppsweep.engine.simulate``).
+through ``ppsweep.paper.sweeps``'s single-assumption runner (``ppsweep.engine.core.simulate``).
 Each finding's function is tested on a reduced sweep in ``tests/test_paper_findings.py``.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 from ppsweep.paper import sweeps
 from ppsweep.paper.systems import SYSTEMS
-from ppsweep.sweep import evaluate_unit
+from ppsweep.sweep.evaluate import evaluate_unit
 
 REDUCED = ["schedules=[gpipe,1f1b,chimera]", "p=[4,8]", "m=[8,16]", "comm.mode=overlap", "compute=[1.0e+15]", "bandwidth=[5.0e+10]", "latency=[5.0e-7]"]
 

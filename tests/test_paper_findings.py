@@ -95,9 +95,9 @@ def test_finding2_api_runs_match_the_store_and_spread_is_recomputed(study):
 def test_claim_2d_joined_recomputed_with_the_reference_simulator(study):
     # Claim 2d-joined: GPipe and 1F1B from the store, Chimera with doubled forwards (the faster of
     # forward doubling and backward halving) through the reference simulator, not the engine.
-    from ppsweep.build import build_schedule
+    from ppsweep.tables.build import build_schedule
     from ppsweep.costs import stage_costs
-    from ppsweep.reference import reference_simulate
+    from ppsweep.engine.reference import reference_simulate
 
     ds, _, spec, r = study
     cases = r[2].measured["2d-joined"]["blocking"]

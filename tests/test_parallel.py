@@ -1,4 +1,4 @@
-"""Units in worker processes (ppsweep.parallel) give the stores of one process, and a run reports its time split."""
+"""Units in worker processes (ppsweep.sweep.parallel) give the stores of one process, and a run reports its time split."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ppsweep.parallel import default_workers, largest_first
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
-from ppsweep.timing import PHASES
+from ppsweep.sweep.parallel import default_workers, largest_first
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.sweep.evaluate import SweepSpec
+from ppsweep.sweep.timing import PHASES
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}
@@ -67,7 +67,7 @@ def test_a_spawned_worker_ends_when_its_parent_is_killed(tmp_path):
     script.write_text(
         "import multiprocessing, sys, time\n"
         "from concurrent.futures import ProcessPoolExecutor\n"
-        "from ppsweep.parallel import _init_worker\n"
+        "from ppsweep.sweep.parallel import _init_worker\n"
         "if __name__ == '__main__':\n"
         "    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=_init_worker, initargs=(None,))\n"
         "    pool.submit(time.sleep, 300)\n"

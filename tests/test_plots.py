@@ -5,10 +5,14 @@ from __future__ import annotations
 import zarr
 import pytest
 
-from ppsweep import analyze, build_schedule, plots
-from ppsweep.runner import run_sweep
-from ppsweep.sweep import SweepSpec
-from ppsweep.trace import simulate_step
+from ppsweep import build_schedule
+
+from ppsweep.cli import analyze
+
+from ppsweep.viz import plots
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.sweep.evaluate import SweepSpec
+from ppsweep.viz.trace import simulate_step
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}

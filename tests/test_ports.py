@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.comm import MODES, route
-from ppsweep.engine import simulate
-from ppsweep.ops import dependencies, halves
-from ppsweep.program import compile_program
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.comm import MODES, route
+from ppsweep.engine.core import simulate
+from ppsweep.tables.ops import dependencies, halves
+from ppsweep.engine.program import compile_program
+from ppsweep.engine.reference import reference_simulate
 
 
 def _plain_routing(program, mode):

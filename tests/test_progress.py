@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 
-from ppsweep.progress import Progress, format_duration
+from ppsweep.sweep.progress import Progress, format_duration
 
 
 class _Terminal(io.StringIO):

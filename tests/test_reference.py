@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from ppsweep import build_schedule, realize, validate_table
-from ppsweep.ops import Kind, Op
-from ppsweep.reference import ReferenceResult, reference_simulate
+from ppsweep.tables.ops import Kind, Op
+from ppsweep.engine.reference import ReferenceResult, reference_simulate
 from ppsweep.schedules.base import ScheduleOrder
 
 F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W

@@ -25,11 +25,11 @@ from hydra import compose, initialize_config_dir
 
 from hydra_plugins.ppsweep_launcher.callback import swept_shards
 from hydra_plugins.ppsweep_launcher.launcher import job_failure
-from ppsweep.cli import run
-from ppsweep.config import check_shards, compose_config, find_conf_dir
-from ppsweep.shards import describe_missing, shard_units
-from ppsweep.store import STORE_FORMAT, StoreError, check_store, open_for_sweep
-from ppsweep.sweep import SweepSpec
+from ppsweep.cli.main import run
+from ppsweep.sweep.config import check_shards, compose_config, find_conf_dir
+from ppsweep.sweep.shards import describe_missing, shard_units
+from ppsweep.store.results import STORE_FORMAT, StoreError, check_store, open_for_sweep
+from ppsweep.sweep.evaluate import SweepSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = [
@@ -151,7 +151,7 @@ def test_sigkill_then_resume_recomputes_only_missing_units(tmp_path, reference, 
     spec = SweepSpec.from_config(compose_cfg_container())
     done_units = {(spec.p[i], spec.m[j]) for i, j in spec.units() if done[i, j]}
     missing = {(spec.p[i], spec.m[j]) for i, j in spec.units() if not done[i, j]}
-    from ppsweep.store import open_results
+    from ppsweep.store.results import open_results
 
     with pytest.warns(UserWarning, match=f"{len(missing)} of 6 .* units missing"):
         incomplete = open_results(store)
@@ -215,7 +215,7 @@ def test_bad_shard_other_grid_other_format_one_line_each(tmp_path, capsys):
     assert "shards: 7 is more than the sweep's 6 units" in one_error_line(capsys)
     assert not (tmp_path / "bad.zarr").exists()  # nothing started
     spec_cfg = compose_cfg(*base)
-    from ppsweep.config import plan_from_config
+    from ppsweep.sweep.config import plan_from_config
 
     plan = plan_from_config(spec_cfg)
     open_for_sweep(plan.path, plan.spec, plan.config_yaml)  # an empty layout of this grid

@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from ppsweep import show
-from ppsweep.build import build_schedule
-from ppsweep.interchange import read_csv
+from ppsweep.viz import show
+from ppsweep.tables.build import build_schedule
+from ppsweep.tables.interchange import read_csv
 from ppsweep.schedules import SCHEDULES, gpipe
 from ppsweep.schedules.base import Schedule, no_formula
-from ppsweep.table import format_table
+from ppsweep.tables.table import format_table
 
 
 def test_show_prints_header_and_grid(capsys):

@@ -8,10 +8,10 @@ import xarray as xr
 
 from ppsweep import build_schedule
 from ppsweep.costs import stage_costs
-from ppsweep.engine import simulate
-from ppsweep.runner import run_sweep
-from ppsweep.store import VARIABLES, IncompleteStoreWarning, StoreError, open_for_sweep, open_results, write_unit
-from ppsweep.sweep import SweepSpec, evaluate_unit
+from ppsweep.engine.core import simulate
+from ppsweep.sweep.runner import run_sweep
+from ppsweep.store.results import VARIABLES, IncompleteStoreWarning, StoreError, open_for_sweep, open_results, write_unit
+from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}
 SYSTEM = {"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7}

@@ -1,4 +1,4 @@
-"""Tables cached on disk (ppsweep.table_cache): the same arrays back, keys that separate tables and code."""
+"""Tables cached on disk (ppsweep.tables.cache): the same arrays back, keys that separate tables and code."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ppsweep import build as build_mod
-from ppsweep import table_cache
-from ppsweep.fast_realize import realize_fast
+from ppsweep.tables import build as build_mod
+from ppsweep.tables import cache as table_cache
+from ppsweep.tables.fast_realize import realize_fast
 from ppsweep.schedules import get_schedule
 
 

@@ -10,8 +10,8 @@ import pytest
 from conftest import case_id, supported_cases
 from ppsweep import InvalidTableError, Kind, build_schedule, bubble_formula, peak_activations_formula, validate_table
 from ppsweep.schedules.base import ScheduleOrder, one_replica_layout
-from ppsweep.table import OrderDeadlockError, realize
-from ppsweep.ops import Op
+from ppsweep.tables.table import OrderDeadlockError, realize
+from ppsweep.tables.ops import Op
 
 PM = [(p, m) for p in (2, 3, 4, 8) for m in (1, 2, 3, 4, 8, 16, 32)]
 

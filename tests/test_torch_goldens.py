@@ -13,7 +13,7 @@ import re
 import pytest
 
 import ppsweep
-from ppsweep.interchange import op_to_cell, read_csv
+from ppsweep.tables.interchange import op_to_cell, read_csv
 from ppsweep.schedules import SCHEDULES
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "torch"
@@ -70,7 +70,7 @@ def test_points_pytorch_refuses(line):
     name_options = parse(f"{line.split()[0]}_p{p}_m{m}.csv")
     if name_options[0] not in SCHEDULES:
         pytest.skip(f"{name} not registered")
-    reason = ppsweep.build.why_unsupported(name_options[0], int(p), int(m), **name_options[1])
+    reason = ppsweep.tables.build.why_unsupported(name_options[0], int(p), int(m), **name_options[1])
     if name == "1f1b":  # PyTorch's 1F1B asks m >= p; ours runs any m (PyTorch's GPipe does too)
         assert reason is None
     else:

@@ -7,11 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from ppsweep import build_schedule, trace
+from ppsweep import build_schedule
+
+from ppsweep.viz import trace
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
-from ppsweep.engine import simulate
-from ppsweep.ops import Kind, dependencies
-from ppsweep.reference import reference_simulate
+from ppsweep.engine.core import simulate
+from ppsweep.tables.ops import Kind, dependencies
+from ppsweep.engine.reference import reference_simulate
 
 MODEL = ModelConfig.from_mapping({"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16})
 SYSTEM = SystemConfig.from_mapping({"peak_flops": 1e15, "memory_bandwidth": 3e12, "bandwidth": 5e10, "latency": 5e-7, "optimizer_time": 1e-3})
@@ -127,8 +129,8 @@ def test_trace_command(tmp_path, capsys):
 
 
 def test_trace_command_takes_a_point_of_a_store(tmp_path, capsys):
-    from ppsweep.runner import run_sweep
-    from ppsweep.sweep import SweepSpec
+    from ppsweep.sweep.runner import run_sweep
+    from ppsweep.sweep.evaluate import SweepSpec
 
     cfg = {
         "name": "s", "schedules": ["gpipe"], "p": [2], "m": [2], "bandwidth": [1e9], "latency": [1e-6],

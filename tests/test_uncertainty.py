@@ -101,7 +101,7 @@ def test_robustness_flags_the_noise_free_winner_that_loses_often():
 
 
 def test_figures(tmp_path):
-    from ppsweep.uncertainty_plots import write_uncertainty_figures
+    from ppsweep.analysis.uncertainty_plots import write_uncertainty_figures
 
     ds = _store(T, [0.1, 0.1, 0.05], [0.1, 0.2, 0.3], nominal=[1.0, 1.2, 0.9])
     paths = write_uncertainty_figures(ds, U.win_probability(ds), U.regret(ds), tmp_path)
@@ -110,7 +110,7 @@ def test_figures(tmp_path):
 
 
 def test_report_section_with_and_without_samples():
-    from ppsweep.uncertainty_report import nominal_view, uncertainty_section
+    from ppsweep.analysis.uncertainty_report import nominal_view, uncertainty_section
 
     ds = _store(T, [0.1, 0.1, 0.05], [0.1, 0.2, 0.3], nominal=[1.0, 1.2, 3.0])
     text = "\n".join(uncertainty_section(ds))

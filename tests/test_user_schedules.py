@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 import ppsweep
-from ppsweep.build import UnsupportedPointError, resolve_options
-from ppsweep.interchange import write_csv
+from ppsweep.tables.build import UnsupportedPointError, resolve_options
+from ppsweep.tables.interchange import write_csv
 from ppsweep.schedules import get_schedule
 from ppsweep.schedules.user import _entry_point_schedule
 

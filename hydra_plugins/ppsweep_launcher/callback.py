@@ -3,7 +3,7 @@
 :class:`ShardsCallback` runs in the process that launches a ``--multirun``: before any job starts
 it checks the config and the shard indices and creates (or checks) the store's layout, once; after
 every job has ended it checks the store is complete and marks it so
-(:func:`ppsweep.shards.finalize`). Hydra imports this module while scanning its plugins, in every
+(:func:`ppsweep.sweep.shards.finalize`). Hydra imports this module while scanning its plugins, in every
 process: it imports neither JAX nor the store at import time.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ppsweep.cli_support import display, exit_with
-from ppsweep.config import Plan, check_shards, plan_from_config
+from ppsweep.cli.support import display, exit_with
+from ppsweep.sweep.config import Plan, check_shards, plan_from_config
 
 try:  # Hydra's callback base; plain object where Hydra is older than 1.1
     from hydra.experimental.callback import Callback
@@ -97,8 +97,8 @@ class ShardsCallback(Callback):
             exit_with(2, f"error: {error}")
         if plan.finalize or plan.dry_run:
             return  # each job only checks (or prints its estimate); on_multirun_end reports
-        from ppsweep.shards import finalize
-        from ppsweep.store import StoreError, open_for_sweep
+        from ppsweep.sweep.shards import finalize
+        from ppsweep.store.results import StoreError, open_for_sweep
 
         try:
             _, pending = open_for_sweep(plan.path, plan.spec, plan.config_yaml, plan.overwrite)
@@ -123,8 +123,8 @@ class ShardsCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.plan is None:
             return
-        from ppsweep.shards import finalize
-        from ppsweep.store import StoreError
+        from ppsweep.sweep.shards import finalize
+        from ppsweep.store.results import StoreError
 
         try:
             complete, message = finalize(self.plan)

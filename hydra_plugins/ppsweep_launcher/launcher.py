@@ -18,7 +18,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _SlurmLauncher
 from omegaconf import DictConfig, OmegaConf
 
-from ppsweep.cli_support import display, exit_with
+from ppsweep.cli.support import display, exit_with
 
 log = logging.getLogger(__name__)
 

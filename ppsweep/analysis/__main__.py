@@ -2,7 +2,7 @@
 
 import sys
 
-from ppsweep.analyze import main
+from ppsweep.cli.analyze import main
 
 if __name__ == "__main__":
     sys.exit(main())

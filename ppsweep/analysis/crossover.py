@@ -3,7 +3,7 @@
 For every ordered pair of schedules ``(schedule, other)`` and every series of points that differ
 only in bandwidth (each ``p, m, [comm], [compute], latency``), the sign of
 ``d = ln(t_sim[schedule] / t_sim[other])`` is followed along increasing bandwidth. Values within
-the ranking tolerance (a relative 1e-9, :data:`ppsweep.ranking.RANK_TOLERANCE`) tie (sign 0).
+the ranking tolerance (a relative 1e-9, :data:`ppsweep.sweep.ranking.RANK_TOLERANCE`) tie (sign 0).
 
 A **crossover** is where the sign goes from one strict side to the other:
 
@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.analysis.load import AnalysisError, inner_dims, masked, schedules, whole_along
-from ppsweep.ranking import RANK_TOLERANCE
+from ppsweep.sweep.ranking import RANK_TOLERANCE
 
 
 def _signs(t: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ Rules:
   each point (every other dimension, and each capacity) the options that are ``valid``, whose
   unit is ``done`` and that **fit** compete on the simulated step time ``t_sim``.
 - **Ranks among fitting options** (``rank_fit``): competition ranks of ``t_sim`` over the fitting
-  options only (:func:`ppsweep.ranking.rank_lower_better`: ties within 1e-9 relative share the
+  options only (:func:`ppsweep.sweep.ranking.rank_lower_better`: ties within 1e-9 relative share the
   best rank); options that do not fit get no rank (NaN) and take none.
 - The **choice** is the option of rank 1; among tied options the first in store order
   (schedule order, then ``none``, ``selective``, ``full``: the least recomputation). ``-1``
@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.analysis.load import AnalysisError
-from ppsweep.ranking import rank_lower_better
+from ppsweep.sweep.ranking import rank_lower_better
 
 #: Name of the capacity dimension (bytes per worker).
 CAPACITY = "memory_capacity"
@@ -180,7 +180,7 @@ def plot_fits_map(result: xr.Dataset, path, select: dict | None = None, title: s
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    from ppsweep.plots import _edges, _figure, _save, _schedule_color, category_panel
+    from ppsweep.viz.plots import _edges, _figure, _save, _schedule_color, category_panel
 
     select = dict(select or {})
     keep = ("p", CAPACITY, "m", "bandwidth")

@@ -1,6 +1,6 @@
 """Ranks of the schedules at every point, under each abstraction, and the winners they imply.
 
-Rule (the sweep's own, :func:`ppsweep.ranking.rank_lower_better`): at each point a schedule's
+Rule (the sweep's own, :func:`ppsweep.sweep.ranking.rank_lower_better`): at each point a schedule's
 rank is one plus the number of schedules whose value is lower by more than a relative 1e-9, so
 ties share the best rank (1, 1, 3: "competition" ranking, as ``scipy.stats.rankdata(method="min")``
 with a tolerance). Schedules that cannot run (``valid`` False), units not yet written (``done``
@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.analysis.load import grid_dims, masked, point_dims, schedules, whole_along
-from ppsweep.ranking import rank_lower_better
+from ppsweep.sweep.ranking import rank_lower_better
 
 #: The abstractions and the variable each is ranked by.
 RANKED_BY = {"formula": "bubble_formula", "table": "bubble_table", "sim": "t_sim"}

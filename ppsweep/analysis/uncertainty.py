@@ -8,7 +8,7 @@ grid coordinate except ``schedule`` and ``sample``), over the samples:
   among the valid schedules; a tie of ``k`` schedules gives each ``1/k``, so the probabilities
   of a point sum to 1.
 - **rank distribution** (:func:`rank_distribution`): the fraction of samples in which a schedule
-  has rank ``r`` (competition ranks, :func:`ppsweep.ranking.rank_lower_better`).
+  has rank ``r`` (competition ranks, :func:`ppsweep.sweep.ranking.rank_lower_better`).
 - **step-time statistics** (:func:`step_time_stats`): mean and the 50th, 95th, 99th
   percentiles of ``t_sim`` (linear interpolation between samples).
 - **regret** (:func:`regret`) of choosing a schedule by a criterion instead of by the sample's
@@ -33,7 +33,7 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.analysis.load import AnalysisError
-from ppsweep.ranking import rank_lower_better
+from ppsweep.sweep.ranking import rank_lower_better
 
 #: The criteria a schedule can be chosen by, and the variable each minimizes.
 CHOSEN_BY = {"formula": "bubble_formula", "table": "bubble_table", "sim": "t_sim_nominal"}

@@ -340,7 +340,7 @@ def finding3(ds, spec) -> Finding:
       ds: the ``paper`` store (loaded).
       spec: its SweepSpec.
     """
-    from ppsweep.build import UnsupportedPointError, build_schedule
+    from ppsweep.tables.build import UnsupportedPointError, build_schedule
 
     b = ds[["bubble_formula", "bubble_table", "length_table"]].to_dataframe().reset_index()
     b = b[["schedule", "p", "m", "bubble_formula", "bubble_table", "length_table"]]
@@ -494,7 +494,7 @@ def finding5(ds, asym, spec) -> Finding:
       asym: the ``paper_asym`` store (loaded; Chimera 1:2).
       spec: the ``paper`` SweepSpec.
     """
-    from ppsweep.build import build_schedule
+    from ppsweep.tables.build import build_schedule
     from ppsweep.costs import persistent_bytes_per_worker, stage_layers
 
     d1, d2 = diagonal(ds).sel(schedule="chimera"), diagonal(asym).sel(schedule="chimera")

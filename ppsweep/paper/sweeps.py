@@ -16,17 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def load_plan(sweep: str, overrides: Sequence[str] = ()) -> Any:
     """The validated run of ``python -m ppsweep +sweep=<sweep> <overrides>``, through ppsweep's
-    config path (:func:`ppsweep.config.load_plan`). This is the reproduction's one entry into it.
+    config path (:func:`ppsweep.sweep.config.load_plan`). This is the reproduction's one entry into it.
 
     Args:
       sweep: name of ``conf/sweep/<sweep>.yaml``.
       overrides: Hydra overrides, e.g. ``["p=[4]"]``.
 
     Returns:
-      The :class:`~ppsweep.config.Plan`: ``spec`` (the SweepSpec), ``path`` (the store; a relative
+      The :class:`~ppsweep.sweep.config.Plan`: ``spec`` (the SweepSpec), ``path`` (the store; a relative
       ``results_dir`` is taken from the repository root), ``config_yaml``, ``compilation_cache``.
     """
-    from ppsweep.config import load_plan as config_load_plan
+    from ppsweep.sweep.config import load_plan as config_load_plan
 
     return config_load_plan([f"+sweep={sweep}", *overrides], base_dir=ROOT)
 
@@ -42,7 +42,7 @@ def run_or_load(sweep: str, overrides: Sequence[str], fresh: bool, log: Callable
     """
     import xarray as xr
 
-    from ppsweep.runner import configure_jax, run_sweep
+    from ppsweep.sweep.runner import configure_jax, run_sweep
 
     plan = load_plan(sweep, overrides)
     configure_jax(plan.compilation_cache)
@@ -105,9 +105,9 @@ def simulate_variants(spec, name: str, p: int, m: int, mode: str, variants: Sequ
     Returns:
       ``{"t_sim": (V, 9), "idle_sim": (V, 9)}``; NaN where the schedule cannot run at (p, m).
     """
-    from ppsweep.build import UnsupportedPointError, build_schedule
+    from ppsweep.tables.build import UnsupportedPointError, build_schedule
     from ppsweep.costs import stage_costs
-    from ppsweep.engine import simulate
+    from ppsweep.engine.core import simulate
 
     shape = (len(variants), len(SYSTEMS))
     try:

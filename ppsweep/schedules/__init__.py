@@ -44,7 +44,7 @@ def get_schedule(name: str) -> Schedule:
 
     Built-in schedules first, then the user's (:mod:`ppsweep.schedules.user`: a ``.csv`` file, a
     ``module:function``, an entry point of the group ``ppsweep.schedules``). The variant's options
-    are not applied here (:func:`ppsweep.build.resolve_options` does).
+    are not applied here (:func:`ppsweep.tables.build.resolve_options` does).
 
     Raises:
       ValueError: naming the accepted schedules when ``name`` is unknown.

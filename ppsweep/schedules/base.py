@@ -1,7 +1,7 @@
 """What every schedule generator returns, and how schedules are registered.
 
 A schedule is the per-worker **order** of its operations (docs/contract.md §2). A generator builds
-that order as a :class:`ScheduleOrder`; :func:`ppsweep.table.realize` turns it into the dense
+that order as a :class:`ScheduleOrder`; :func:`ppsweep.tables.table.realize` turns it into the dense
 table. Each schedule lives in its own module with its order, its closed-form formulas and the
 rule saying for which ``(p, m, options)`` it can run.
 """
@@ -16,14 +16,14 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op, SplitBackward
+from ppsweep.tables.ops import Kind, Op, SplitBackward
 
 
 class OrderArrays(Sequence):
     """Per-worker orders held as flat integer arrays, worker by worker: the array form of a schedule's order.
 
     Generators that compute their orders with numpy return this instead of tuples of
-    :class:`~ppsweep.ops.Op`; the array paths (:mod:`ppsweep.fast_realize`) read the arrays as they
+    :class:`~ppsweep.tables.ops.Op`; the array paths (:mod:`ppsweep.tables.fast_realize`) read the arrays as they
     are, while everything else sees a sequence of per-worker tuples of operations, built on first
     access (``orders[w]``, ``len(orders)``, iteration and ``==`` behave as for the tuples).
 
@@ -100,7 +100,7 @@ class ScheduleOrder:
       stage_fractions: float array ``(S,)``: share of the model's layers in each stage
         (the same for every replica); sums to 1.
       split_backward: True where B is split into I and W; or the set of split ``(micro, stage)``
-        pairs of a mixed schedule (:mod:`ppsweep.ops`).
+        pairs of a mixed schedule (:mod:`ppsweep.tables.ops`).
       options: the schedule's options as given (e.g. ``{"waves": 2}``).
     """
 

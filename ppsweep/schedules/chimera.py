@@ -95,7 +95,7 @@ import re
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder
 
 DEFAULT_SPLIT = "1:1"

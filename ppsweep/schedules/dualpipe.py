@@ -27,7 +27,7 @@ microbatches per direction (:func:`phase_order`, shared with DualPipeV):
 8. **nW**: the remaining ``h+1`` waiting W.
 
 Backwards inside pairs are full (B); the split ones (phases 3, 6, 7) are I + W, so a table is
-*mixed* (:mod:`ppsweep.ops`). The k-th forward (or backward) of a chunk is its direction's k-th
+*mixed* (:mod:`ppsweep.tables.ops`). The k-th forward (or backward) of a chunk is its direction's k-th
 microbatch.
 
 **Operating range**: ``p`` even, ``m`` even, ``m >= 2p`` (DeepSeek's ``num_chunks >= num_ranks * 2``).
@@ -45,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op, pair
+from ppsweep.tables.ops import Kind, Op, pair
 from ppsweep.schedules.base import Schedule, ScheduleOrder
 
 

@@ -21,7 +21,7 @@ every worker, read off the table (tested) — DeepSeek's ``p+1`` in their units.
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.dualpipe import phase_order
 from ppsweep.schedules.phases import v_placement

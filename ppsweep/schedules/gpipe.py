@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.ops import Kind
+from ppsweep.tables.ops import Kind
 from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 DEFAULT_WAVES = 1

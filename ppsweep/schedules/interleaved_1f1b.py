@@ -29,7 +29,7 @@ exact on the table is stated in ``tests/test_modern_schedules.py`` and the READM
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.phases import check_int_option, looped_placement, one_f_one_b, round_robin, rounds_of
 

@@ -25,7 +25,7 @@ warm-up, plus one, ``min((v-1)·r + p, v·m)``. The tests state where each is ex
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.interleaved_1f1b import why_unsupported as interleaved_why_unsupported
 from ppsweep.schedules.phases import check_int_option, looped_placement, one_f_one_b, round_robin, rounds_of

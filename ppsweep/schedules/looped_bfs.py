@@ -21,7 +21,7 @@ where the looping forwards never wait (``m >= p``; see the tests). Peak activati
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.phases import check_int_option, looped_placement
 

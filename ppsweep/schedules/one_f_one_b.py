@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 
 
 def check_int_option(name: str, value: Any, minimum: int) -> int:

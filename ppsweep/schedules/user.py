@@ -3,7 +3,7 @@
 :func:`ppsweep.schedules.get_schedule` looks a name up among the built-in schedules first, then:
 
 - **a CSV file** (a name ending in ``.csv``): PyTorch's pipeline CSV
-  (:mod:`ppsweep.interchange`); it is valid at its own ``p`` and ``m`` only (other points are
+  (:mod:`ppsweep.tables.interchange`); it is valid at its own ``p`` and ``m`` only (other points are
   unsupported, ``valid = False`` in a sweep);
 - **``module:function``**: the function is imported and called as ``function(p, m, **options)``;
 - **an entry point** of the group ``ppsweep.schedules`` (declared by an installed package, as
@@ -11,8 +11,8 @@
 
 A function (of either kind) returns a :class:`~ppsweep.schedules.base.ScheduleOrder`, or simply
 the per-worker operation lists (``list[list[Op]]``), whose placement, replicas and split backward
-are then inferred as for a CSV file (:func:`ppsweep.interchange.infer_order`). It may raise
-:class:`ppsweep.build.UnsupportedPointError` where it cannot run. Its keyword parameters with
+are then inferred as for a CSV file (:func:`ppsweep.tables.interchange.infer_order`). It may raise
+:class:`ppsweep.tables.build.UnsupportedPointError` where it cannot run. Its keyword parameters with
 defaults are its options (``name@option=value`` in a sweep). An entry point may also name a
 ready :class:`~ppsweep.schedules.base.Schedule` (with formulas and an operating range).
 User schedules have no closed-form formula (``bubble_formula`` is NaN) unless they bring one.
@@ -73,7 +73,7 @@ def _runs_everywhere(p: int, m: int, **options: Any) -> str | None:
 
 
 def _call_generator(function: Callable[..., Any], name: str, p: int, m: int, **options: Any) -> ScheduleOrder:
-    from ppsweep.interchange import infer_order
+    from ppsweep.tables.interchange import infer_order
 
     result = function(p, m, **options)
     if isinstance(result, ScheduleOrder):
@@ -109,7 +109,7 @@ def entry_point_names() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _csv_schedule(path: str, name: str) -> Schedule:
-    from ppsweep.interchange import CsvTableError, read_csv_order
+    from ppsweep.tables.interchange import CsvTableError, read_csv_order
 
     if not os.path.exists(path):
         raise ValueError(f"schedule: CSV file {name!r} not found")

@@ -25,7 +25,7 @@ the simulation, where the extra warm-up absorbs message latency. Peak activation
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.phases import one_f_one_b
 

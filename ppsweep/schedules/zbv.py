@@ -29,7 +29,7 @@ of ``1/(2p)`` of the model each, i.e. ``p`` microbatches' worth of a stage, as 1
 
 from __future__ import annotations
 
-from ppsweep.ops import Kind, Op
+from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.phases import v_placement
 

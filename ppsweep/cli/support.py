@@ -1,0 +1,79 @@
+"""Shared plumbing of ppsweep's commands (sweep, show, trace, analyze): one-line errors, exit 2, paths.
+
+(The sweep command itself is :mod:`ppsweep.cli.main`.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is the one line shown after ``error:``."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors raise :class:`UsageError` instead of printing usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def run_command(produce: Callable[[], str], errors: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a command's body and print its text; return the exit status.
+
+    Args:
+      produce: builds the command's output text (parsing included).
+      errors: exception types that mean bad input, besides :class:`UsageError`.
+
+    Returns:
+      0 after printing the text; 2 after one ``error: ...`` line on stderr; argparse's own
+      status for ``--help``.
+    """
+    try:
+        text = produce()
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (UsageError, *errors) as exc:
+        return _error(exc)
+    print(text)
+    return 0
+
+
+def check_arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int | None:
+    """Parse ``argv`` only to answer bad arguments and ``--help`` early (before heavy imports).
+
+    Returns:
+      None when the arguments parse; else the exit status, after the help text or one
+      ``error: ...`` line (2).
+    """
+    try:
+        parser.parse_args(argv)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        return _error(exc)
+    return None
+
+
+def _error(exc: BaseException) -> int:
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def display(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it (shorter messages)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def exit_with(status: int, line: str) -> NoReturn:
+    """Print ``line`` on stderr and exit with ``status`` (the one-line end of a failed command)."""
+    print(line, file=sys.stderr, flush=True)
+    sys.exit(status)

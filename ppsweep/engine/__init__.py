@@ -1,0 +1,19 @@
+"""The engine: one table and its costs over a grid of points to step times (docs/contract.md §4).
+
+- :mod:`~ppsweep.engine.core`: ``simulate`` and the jit-compiled max-plus scan.
+- :mod:`~ppsweep.engine.envelope`: compiled envelopes (a maximum of linear functions of the costs);
+  :mod:`~ppsweep.engine.fast_envelope` builds their programme one wave at a time.
+- :mod:`~ppsweep.engine.program`, :mod:`~ppsweep.engine.fast_program`: a table compiled into the
+  static index arrays the scan runs; :mod:`~ppsweep.engine.compiled` caches all of it per table.
+- :mod:`~ppsweep.engine.comm`: the communication rules, written once.
+- :mod:`~ppsweep.engine.costs`: ``Costs``, the engine's inputs (a JAX pytree).
+- :mod:`~ppsweep.engine.noise`: jitter and stragglers from counter-based keys.
+- :mod:`~ppsweep.engine.reference`: the plain, slow reference simulator the engine is tested against.
+
+``from ppsweep.engine import simulate`` (and ``simulate_costs``, ``SimResult``, ``Costs``, ``MODES``,
+``METHODS``) works; it imports JAX on first use only, so ``ppsweep.engine.comm`` stays light.
+"""
+
+from ppsweep import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(('METHODS', 'MODES', 'Costs', 'SimResult', 'simulate', 'simulate_costs'), 'ppsweep.engine.core'))

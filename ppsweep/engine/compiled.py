@@ -1,0 +1,159 @@
+"""A table compiled for the engine, with everything derived from it, under one cache.
+
+:func:`compiled_for` gives the :class:`CompiledTable` of a table: its :class:`~ppsweep.engine.program.Program`
+(compiled once), and, built on first use and kept with it, the scan's padded lanes of each
+communication mode and the envelopes of each (mode, feature directions, cap). The cache holds
+tables weakly: a table's compiled form goes when the table does.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ppsweep.engine.comm import Routing, route
+from ppsweep.engine.program import Program, compile_program
+from ppsweep.tables.table import ScheduleTable
+
+
+def bucket(n: int, step: int) -> int:
+    """``n`` rounded up to a multiple of ``step`` (at least ``step``)."""
+    return max(step, -(-n // step) * step)
+
+
+@dataclass(frozen=True)
+class ScanShape:
+    """The hashable part of a compiled table that shapes the compiled scan (padded to share compilations).
+
+    Attributes:
+      p: workers (lanes).
+      mode: communication mode.
+      blocks_sender: the sender is busy until its message arrives (``blocking``).
+      n_regs: registers, padded; the zero register is ``n_regs``, the trash one ``n_regs + 1``.
+      n_resources: resources, padded; the trash resource is ``n_resources``.
+      per_message: resources one message holds.
+      n_rounds: rounds of the busiest wave (:class:`ppsweep.engine.comm.Routing`).
+      sync_holders: holders of each synchronised stage.
+      sync_resources: resources of each synchronisation's ring hops.
+      sync_order: synchronisations in the order they take their resources.
+    """
+
+    p: int
+    mode: str
+    blocks_sender: bool
+    n_regs: int
+    n_resources: int
+    per_message: int
+    n_rounds: int
+    sync_holders: tuple[tuple[int, ...], ...]
+    sync_resources: tuple[tuple[int, ...], ...]
+    sync_order: tuple[int, ...]
+
+    @property
+    def n_sync(self) -> int:
+        """Synchronised stages."""
+        return len(self.sync_holders)
+
+
+class CompiledTable:
+    """One table's program, scan lanes per mode and envelopes, built once each (thread-safe)."""
+
+    def __init__(self, table: ScheduleTable):
+        self.program: Program = compile_program(table)
+        self._table = weakref.ref(table)
+        self._lock = threading.Lock()
+        self._routes: dict[str, Routing] = {}
+        self._lanes: dict[str, tuple[ScanShape, tuple]] = {}
+        self._envelopes: dict[tuple, Any] = {}
+
+    def routing(self, mode: str) -> Routing:
+        """Resources of messages and synchronisations in ``mode``."""
+        return self._cached(self._routes, mode, lambda: route(self.program, mode, self._table()))
+
+    def lanes(self, mode: str) -> tuple[ScanShape, tuple]:
+        """The scan's static shape and padded lane arrays (on the device) in ``mode``."""
+        return self._cached(self._lanes, mode, lambda: _scan_lanes(self.program, self.routing(mode)))
+
+    def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int) -> Any:
+        """The envelope of ``mode`` for feature ``weights`` (identified by ``key``), or the
+        :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
+        from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
+
+        def build():
+            try:
+                return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode))
+            except EnvelopeTooLarge as err:
+                return err
+
+        return self._cached(self._envelopes, (mode, cap) + key, build)
+
+    def _cached(self, store: dict, key: Any, make: Any) -> Any:
+        with self._lock:
+            if key in store:
+                return store[key]
+        value = make()
+        with self._lock:
+            return store.setdefault(key, value)
+
+
+_COMPILED: "weakref.WeakKeyDictionary[ScheduleTable, CompiledTable]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def compiled_for(table: ScheduleTable) -> CompiledTable:
+    """The :class:`CompiledTable` of ``table``, built once per table object (the engine's one cache).
+
+    Tables are immutable and built once per ``(schedule, p, m, options)`` (``ppsweep.tables.build`` keeps
+    them in an LRU cache), so every engine call on the same table shares it.
+    """
+    with _LOCK:
+        hit = _COMPILED.get(table)
+    if hit is None:
+        made = CompiledTable(table)
+        with _LOCK:
+            hit = _COMPILED.setdefault(table, made)
+    return hit
+
+
+def _scan_lanes(program: Program, routing: Routing) -> tuple[ScanShape, tuple]:
+    """Lane arrays with waves padded to a multiple of 32, registers and resources remapped to padded ones."""
+    import jax
+    import jax.numpy as jnp
+
+    shape = ScanShape(
+        p=program.p,
+        mode=routing.mode.name,
+        blocks_sender=routing.mode.blocks_sender,
+        n_regs=bucket(program.n_regs, 8),
+        n_resources=bucket(routing.n_resources, 8),
+        per_message=int(routing.lane_resources.shape[-1]),
+        n_rounds=routing.n_rounds,
+        sync_holders=tuple(tuple(int(w) for w in row if w >= 0) for row in program.sync_holders),
+        sync_resources=routing.sync_resources,
+        sync_order=tuple(int(k) for k in program.sync_order),
+    )
+    waves = bucket(program.n_waves, 32)
+    extra = waves - program.n_waves
+
+    def remap(a: np.ndarray, old_base: int, new_base: int) -> np.ndarray:
+        return np.where(a >= old_base, a - old_base + new_base, a)
+
+    resources = np.where(routing.lane_resources < 0, shape.n_resources, routing.lane_resources)
+    lanes = [
+        (program.active, False),
+        (program.cost_row, 0),
+        (remap(program.dep_reg, program.n_regs, shape.n_regs), shape.n_regs),
+        (remap(program.out_reg, program.n_regs, shape.n_regs), shape.n_regs + 1),
+        (resources, shape.n_resources),
+        (routing.rounds, 0),
+        (program.sync_slot, program.trash_sync),
+    ]
+    padded = tuple(
+        np.concatenate([a, np.full((extra,) + a.shape[1:], fill, dtype=a.dtype)]) for a, fill in lanes
+    )
+    with jax.enable_x64(True):  # int64 indices, whoever calls
+        return shape, tuple(jnp.asarray(x) for x in padded)

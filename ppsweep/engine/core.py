@@ -1,0 +1,594 @@
+"""The communication-aware engine: a jit-compiled max-plus scan over a table's waves (docs/contract.md §4).
+
+``simulate(table, costs, mode)`` runs every point of a broadcast grid of :class:`~ppsweep.engine.costs.Costs`
+at once (``simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode, ...)`` builds the costs from
+keywords). The table is compiled once (:mod:`ppsweep.engine.compiled`); the scan then carries, for each
+point, each worker's free time, the arrival time of every message in flight (registers), each
+resource's free time (links in ``contention``, ports in ``ports``) and each synchronisation's
+readiness. Alongside every time it carries the compute time of the critical path that produced it,
+so that ``comm_time`` comes out of the same pass (README, "Critical path"). The communication rules
+themselves are :mod:`ppsweep.engine.comm`'s, shared with the envelope.
+
+The engine computes in float64 (times span nanoseconds to seconds) inside JAX's scoped
+``jax.enable_x64`` context: importing it leaves JAX's global ``jax_enable_x64`` flag as it was.
+float32 is available through ``dtype`` for speed studies.
+
+Two methods compute the same results (``method``):
+
+- ``scan``: the max-plus scan over the table's waves. The grid is cut into tiles of at most
+  ``chunk`` points (default :data:`DEFAULT_CHUNK`: their state stays in cache); tiles run on every
+  CPU core (threads) or, where the process has several JAX devices, are split across them with a
+  ``NamedSharding`` over the point axis. One compiled scan serves every table of the same padded shape.
+- ``envelope``: the table compiled once into its maximal path vectors (:mod:`ppsweep.engine.envelope`);
+  each point is then a small matrix product and a maximum. Falls back to the scan where a table
+  needs more than ``cap`` vectors; points whose ``comm_time`` depends on the README's tie rule
+  are recomputed with the scan.
+- ``auto`` (default): the envelope where it compiles within the cap, else the scan.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppsweep.engine import envelope as _envelope
+from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
+from ppsweep.engine.compiled import CompiledTable, ScanShape, bucket, compiled_for
+from ppsweep.engine.costs import Costs
+from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends
+from ppsweep.tables.ops import Kind
+from ppsweep.engine.program import Program, n_duration_rows
+from ppsweep.tables.table import ScheduleTable
+
+__all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "simulate", "simulate_costs"]
+
+#: Accepted values of ``method``.
+METHODS = ("auto", "scan", "envelope")
+
+#: Default ``chunk``: most points one compiled scan call handles per device (its state stays in
+#: the CPU's cache; measured on 2 cores: 1024 points ~2x faster than 16384).
+DEFAULT_CHUNK = 1024
+
+#: Most points of a noisy scan tile (rounded down to whole groups of samples, at least one group):
+#: its per-lane durations and message times, ``3 × (waves, p, tile)``, are materialized before
+#: the loop, so the tile is kept small for the cache (p=8, m=32 on 2 cores: 128 points ~2x
+#: faster than 1024).
+NOISY_TILE = 128
+
+#: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
+HOST_BATCH = 1 << 18
+
+#: Candidates within this relative distance of a maximum tie (README, "Critical path").
+TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Result of :func:`simulate`, every array with the broadcast point shape ``batch``.
+
+    Attributes:
+      t_sim: step time, s, ``batch``.
+      worker_finish: ``batch + (p,)``: when each worker finished its last operation (and, in
+        ``blocking``, its last send), before any optimizer update, s.
+      comm_time: time the critical path spends outside compute (messages, link or port queues,
+        synchronisations), s, ``batch``.
+      compute_time: total compute time of all operations and optimizer updates, s, ``batch``.
+      method: ``scan`` or ``envelope``: what computed it.
+    """
+
+    t_sim: np.ndarray
+    worker_finish: np.ndarray
+    comm_time: np.ndarray
+    compute_time: np.ndarray
+    method: str = "scan"
+
+    def idle_fraction(self, p: int) -> np.ndarray:
+        """``idle_sim = 1 - compute_time / (p · t_sim)``."""
+        return 1.0 - self.compute_time / (p * self.t_sim)
+
+
+def check_method(method: str) -> str:
+    """``method`` if it is a known engine method, else a ValueError naming the accepted ones."""
+    if method not in METHODS:
+        raise ValueError(f"engine.method: unknown method {method!r}; accepted: {', '.join(METHODS)}")
+    return method
+
+
+def simulate(
+    table: ScheduleTable,
+    t_f: Any,
+    t_b: Any = None,
+    alpha: Any = None,
+    beta: Any = None,
+    msg_bytes: Any = None,
+    mode: str = "overlap",
+    *,
+    t_i: Any = None,
+    t_w: Any = None,
+    grad_bytes: Any = 0.0,
+    t_opt: Any = 0.0,
+    fb_overlap: Any = 0.0,
+    dtype: Any = np.float64,
+    chunk: int = DEFAULT_CHUNK,
+    method: str = "auto",
+    finish: bool = True,
+    cap: int = _envelope.DEFAULT_CAP,
+    noise: NoiseConfig | None = None,
+) -> SimResult:
+    """Simulate one table at every point of a broadcast grid of costs.
+
+    Two forms: ``simulate(table, costs, mode, ...)`` with a :class:`~ppsweep.engine.costs.Costs`
+    (what :func:`ppsweep.costs.engine_costs` produces), or ``simulate(table, t_f, t_b, alpha,
+    beta, msg_bytes, mode, ...)`` with the costs as arrays (this builds the ``Costs``).
+
+    Per-stage costs (``t_f``, ``t_b``, ``t_i``, ``t_w``, ``grad_bytes``) broadcast against
+    ``batch + (S,)``: a trailing axis of length ``S = table.n_stages`` gives one value per stage,
+    a trailing axis of length 1 (or a scalar) the same value for every stage. Per-point costs
+    (``alpha``, ``beta``, ``msg_bytes``, ``t_opt``) broadcast against ``batch``.
+
+    Args:
+      table: the schedule table (its per-worker order is what runs).
+      t_f: forward seconds per microbatch of one stage -- or a ``Costs`` (then ``t_b`` is the mode).
+      t_b: full-backward seconds per microbatch of one stage.
+      alpha: message latency, s (>= 0).
+      beta: bandwidth, bytes/s (> 0; ``inf`` for free transfers).
+      msg_bytes: bytes of one point-to-point message (>= 0).
+      mode: one of :data:`MODES` (docs/contract.md §4).
+      t_i, t_w: input- and weight-gradient seconds where the backward is split (default ``t_b/2``).
+      grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
+      t_opt: optimizer update seconds per worker (0: none).
+      fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
+        a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
+      dtype, chunk, method, finish, cap, noise: as in :func:`simulate_costs`.
+
+    Returns:
+      A :class:`SimResult` with arrays of the broadcast shape.
+    """
+    if isinstance(t_f, Costs):
+        loose = {"alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_i": t_i, "t_w": t_w}
+        given = [k for k, v in loose.items() if v is not None]
+        if given or not all(np.ndim(v) == 0 and v == 0.0 for v in (grad_bytes, t_opt, fb_overlap)):
+            raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt/fb_overlap']}")
+        return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, method=method,
+                              finish=finish, cap=cap, noise=noise)
+    check_mode(mode)
+    check_method(method)
+    costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
+                     fb_overlap=fb_overlap)
+    return simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
+
+
+def simulate_costs(
+    table: ScheduleTable,
+    costs: Costs,
+    mode: str = "overlap",
+    *,
+    dtype: Any = np.float64,
+    chunk: int = DEFAULT_CHUNK,
+    method: str = "auto",
+    finish: bool = True,
+    cap: int = _envelope.DEFAULT_CAP,
+    noise: NoiseConfig | None = None,
+) -> SimResult:
+    """Simulate one table at every point of ``costs`` (``simulate(table, costs, mode)``).
+
+    Args:
+      table: the schedule table.
+      costs: its costs over the grid (validated here against the table's stages).
+      mode: one of :data:`MODES`.
+      dtype: float64 (default) or float32.
+      chunk: most points per compiled scan call and device (the scan's tile; default :data:`DEFAULT_CHUNK`).
+      method: ``auto`` (default), ``scan`` or ``envelope`` (module docstring).
+      finish: compute ``worker_finish``; with False it comes back with a trailing axis of length 0
+        (sweeps do not store it, and it is most of the envelope's output).
+      cap: most vectors the envelope keeps at one node before falling back to the scan.
+      noise: a :class:`ppsweep.engine.noise.NoiseConfig` with ``samples = k > 0``: every point is run
+        ``k`` times with the operations' and messages' factors of samples ``0 … k-1`` (drawn
+        here, :func:`ppsweep.engine.noise.op_factors`), on the scan (the envelope cannot take
+        per-operation noise); results get a trailing axis of length ``k``. Where every factor is
+        1 (``noise.is_zero``) the noise-free results are repeated along it.
+
+    Returns:
+      A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
+    """
+    check_mode(mode)
+    check_method(method)
+    if not (isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1):
+        raise ValueError(f"engine.chunk: must be an integer >= 1 (points per scan tile), got {chunk!r}")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype!r}") from None
+    if dtype not in TIE_TOLERANCE:
+        raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype.name}")
+    costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
+                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
+    batch = costs.batch
+    n = int(np.prod(batch, dtype=np.int64))
+    factors = None
+    if noise is not None and noise.enabled:
+        if noise.is_zero:
+            plain = simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
+            rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
+            return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
+                             rep(plain.compute_time, -1), plain.method)
+        batch, n = batch + (noise.samples,), n * noise.samples
+    with jax.enable_x64(True):
+        compiled = compiled_for(table)
+        if noise is not None and noise.enabled:
+            factors = _lane_factors(compiled, table, noise)
+        elif method in ("auto", "envelope"):
+            result = _simulate_envelope(compiled, costs, batch, mode, dtype, chunk, finish, cap)
+            if result is not None:
+                return result
+        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors)
+    return SimResult(
+        t_sim=t_sim.reshape(batch),
+        worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
+        comm_time=comm.reshape(batch),
+        compute_time=compute.reshape(batch),
+        method="scan",
+    )
+
+
+def _simulate_scan(
+    compiled: CompiledTable,
+    costs: Costs,
+    batch: tuple[int, ...],
+    index: np.ndarray,
+    mode: str,
+    dtype: np.dtype,
+    chunk: int,
+    factors: "_LaneFactors | None" = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
+
+    Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
+    so memory beyond the results stays bounded however large the grid. With ``factors`` the last
+    axis of ``batch`` is the sample (``index`` then covers whole groups of samples), and the costs
+    broadcast against the axes before it.
+    """
+    program = compiled.program
+    n = index.shape[0]
+    t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
+    finish = np.empty((program.p, n))
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
+    k = 1 if factors is None else batch[-1]
+    grid = batch if factors is None else batch[:-1]
+    step = max(1, HOST_BATCH // k) * k  # whole groups of samples
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        flat = costs.at(np.unravel_index(index[lo:hi] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
+        dur = flat.durations()  # (4S, n)
+        point = _Point(dur, flat.alpha, flat.wire(), _sync_durations(program, flat), flat.t_opt)
+        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors)
+        t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
+        if factors is None:
+            compute[lo:hi] = counts @ dur + program.p * flat.t_opt
+        else:
+            sample = index[lo:hi] % k
+            compute[lo:hi] = np.einsum("rn,rn->n", dur, factors.row_sums[:, sample]) + program.p * flat.t_opt
+    return t_sim, finish, comm, compute
+
+
+def _simulate_envelope(
+    compiled: CompiledTable,
+    costs: Costs,
+    batch: tuple[int, ...],
+    mode: str,
+    dtype: np.dtype,
+    chunk: int,
+    finish: bool,
+    cap: int,
+) -> SimResult | None:
+    """The envelope method, or None where the table needs more than ``cap`` vectors."""
+    feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
+                               ndim=len(batch))
+    env = compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap)
+    if isinstance(env, _envelope.EnvelopeTooLarge):
+        return None
+    r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
+    comm = r.comm_time
+    ambiguous = np.flatnonzero(r.ambiguous)
+    if ambiguous.size:  # the README's tie rule decides these: ask the scan
+        _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk)
+        comm = comm.copy()
+        comm.flat[ambiguous] = scanned
+    return SimResult(
+        t_sim=r.t_sim,
+        worker_finish=r.finish if finish else np.zeros(batch + (0,)),
+        comm_time=comm,
+        compute_time=r.compute_time,
+        method="envelope",
+    )
+
+
+def _sync_durations(program: Program, costs: Costs) -> np.ndarray:
+    """All-reduce time of each synchronised stage at flat ``costs``, ``(n_sync, n)``."""
+    out = np.zeros((program.n_sync, costs.alpha.shape[0]))
+    for k, stage in enumerate(program.sync_stages):
+        ring = RingAllReduce(int(np.sum(program.sync_holders[k] >= 0)))
+        out[k] = ring.time(costs.alpha, costs.grad_bytes[:, stage], costs.beta)
+    return out
+
+
+class _Point(NamedTuple):
+    """Flat per-point inputs of the scan: durations ``(4S, n)``, ``alpha``, ``wire`` ``(n,)``,
+    all-reduce times ``(n_sync, n)``, ``t_opt`` ``(n,)``."""
+
+    dur: Any
+    alpha: Any
+    wire: Any
+    sync_dur: Any
+    t_opt: Any
+
+
+def _run_scan(
+    compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, factors: "_LaneFactors | None" = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the scan over flat per-point inputs, tile by tile: ``t_sim (n,)``, ``finish (p, n)`` and
+    the critical path's compute time ``(n,)``, float64.
+
+    With ``factors`` (``k`` samples) the points come in whole groups of samples ``0 … k-1``; a
+    tile holds whole groups, reordered sample-major, so each lane's factors broadcast over it.
+    """
+    n = point.alpha.shape[0]
+    shape, lanes = compiled.lanes(mode)
+    n_waves = np.int64(compiled.program.n_waves)
+    devices = jax.devices()
+    tile = min(chunk, bucket(n, 256))
+    k, lane_factors = 0, (None, None)
+    if factors is not None:
+        k = factors.compute.shape[-1]
+        tile = max(1, min(tile, NOISY_TILE) // k) * k
+        lane_factors = (factors.compute.astype(dtype), factors.message.astype(dtype))
+    size = tile * len(devices)
+    placed = _placement(len(devices))
+
+    def one(lo: int):
+        hi = min(lo + size, n)
+        args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in point]
+        if k:
+            args = [_sample_major(a, k) for a in args]
+        args = _Point(*args)
+        with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
+            if placed is not None:
+                args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
+            out = [np.asarray(o) for o in _scan_tile(shape, lanes, n_waves, args, k, *lane_factors)]
+        if k:
+            out = [_sample_major(o, size // k) for o in out]
+        return hi - lo, out
+
+    starts = range(0, n, size)
+    workers = _scan_workers() if placed is None else 1
+    if workers > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outs = list(pool.map(one, starts))
+    else:
+        outs = [one(lo) for lo in starts]
+    t_sim = np.concatenate([o[0][:k] for k, o in outs]).astype(np.float64)
+    finish = np.concatenate([o[1][:, :k] for k, o in outs], axis=1).astype(np.float64)
+    path = np.concatenate([o[2][:k] for k, o in outs]).astype(np.float64)
+    return t_sim, finish, path
+
+
+def _sample_major(a: np.ndarray, k: int) -> np.ndarray:
+    """Points ``(…, g·k)`` ordered sample-fastest -> sample-slowest (and back, with ``k`` the group count)."""
+    lead, n = a.shape[:-1], a.shape[-1]
+    return np.ascontiguousarray(np.swapaxes(a.reshape(lead + (n // k, k)), -1, -2)).reshape(lead + (n,))
+
+
+@dataclass(frozen=True)
+class _LaneFactors:
+    """Noise factors laid out like the scan's padded lanes.
+
+    Attributes:
+      compute, message: ``(waves padded, p, k)`` factor of the operation in each lane (1 where none).
+      row_sums: ``(5·S + 1, k)`` sum of the compute factors of the operations of each duration row.
+    """
+
+    compute: np.ndarray
+    message: np.ndarray
+    row_sums: np.ndarray
+
+
+def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseConfig) -> _LaneFactors:
+    """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes.
+
+    Each step of the program (:mod:`ppsweep.engine.program`) takes the factors of the keyed operation it
+    runs (:func:`ppsweep.engine.noise.op_identities`): an operation's single step its own; an overlapped
+    pair's four steps, in sub-waves 0-3 of its start slot: none (zero length), the forward half's
+    compute factor (the pair's forward part), the backward half's compute factor and the message
+    factor of the half it sends first, and the message factor of the half it sends second
+    (:func:`ppsweep.engine.noise.pair_sends`). Steps ordered by ``(start slot, sub-wave, worker)`` are the
+    row-major order of the active lanes (one step per worker per wave).
+    """
+    program = compiled.program
+    k = noise.samples
+    f = op_factors(noise, op_identities(table), table.p, np.arange(k))
+    sends = pair_sends(table)
+    steps = []  # (start, sub-wave, worker, row of its compute factor, row of its message factor); -1: factor 1
+    key = 0
+    for item in sorted(table.placed_ops(), key=lambda item: (item.start, item.worker)):
+        t, w = item.start, item.worker
+        if item.op.kind != Kind.FB:
+            steps.append((t, 0, w, key, key))
+            key += 1
+            continue
+        sent = [key + half for half in sends[(w, t)]] + [-1, -1]
+        steps += [(t, 0, w, -1, -1), (t, 1, w, key, -1), (t, 2, w, key + 1, sent[0]), (t, 3, w, -1, sent[1])]
+        key += 2
+    steps.sort()
+    lanes = np.flatnonzero(program.active.ravel())  # step i sits in flat lane lanes[i]
+    if lanes.shape[0] != len(steps):
+        raise AssertionError(f"noise: {table.name}: {len(steps)} steps but {lanes.shape[0]} active lanes")
+    rows = np.array([s[3:] for s in steps], dtype=np.int64).reshape(-1, 2)
+    ones = np.ones((k, 1))
+    compute = np.concatenate([f.compute, ones], axis=1)[:, rows[:, 0]]  # row -1: the appended ones
+    message = np.concatenate([f.message, ones], axis=1)[:, rows[:, 1]]
+    waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.engine.compiled)
+
+    def layout(values: np.ndarray) -> np.ndarray:
+        out = np.ones((waves * program.p, k))
+        out[lanes] = values.T
+        return out.reshape(waves, program.p, k)
+
+    row_sums = np.zeros((n_duration_rows(program.n_stages), k))
+    np.add.at(row_sums, program.cost_row.ravel()[lanes], compute.T)
+    return _LaneFactors(layout(compute), layout(message), row_sums)
+
+
+def _scan_workers() -> int:
+    """Threads that run scan tiles side by side on one device (every core: XLA's CPU kernels of a
+    tile this small use one core each)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def _placement(n_devices: int):
+    """None on one device; else ``ndim -> NamedSharding`` splitting the last (point) axis across devices."""
+    if n_devices == 1:
+        return None
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()), ("points",))
+    return lambda ndim: NamedSharding(mesh, PartitionSpec(*([None] * (ndim - 1) + ["points"])))
+
+
+
+
+def _pad_points(a: np.ndarray, size: int) -> np.ndarray:
+    pad = size - a.shape[-1]
+    if pad == 0:
+        return a
+    return np.concatenate([a, np.repeat(a[..., -1:], pad, axis=-1)], axis=-1)
+
+
+class Timed(NamedTuple):
+    """Times and, beside each, the compute time of the critical path that set it (arrays of equal shape)."""
+
+    t: jax.Array
+    pc: jax.Array
+
+    def at(self, index: Any) -> "Timed":
+        """The entries at ``index``."""
+        return Timed(self.t[index], self.pc[index])
+
+    def set(self, index: Any, value: "Timed") -> "Timed":
+        """A copy with the entries at ``index`` replaced."""
+        return Timed(self.t.at[index].set(value.t), self.pc.at[index].set(value.pc))
+
+    @staticmethod
+    def where(cond: jax.Array, a: "Timed", b: "Timed") -> "Timed":
+        """``a`` where ``cond``, else ``b``."""
+        return Timed(jnp.where(cond, a.t, b.t), jnp.where(cond, a.pc, b.pc))
+
+
+@dataclass(frozen=True)
+class _ScanAlgebra:
+    """Times of the scan for :mod:`ppsweep.engine.comm`: a maximum follows the README's tie rule (the
+    path compute of the first candidate, in priority order, within ``tol`` of the maximum)."""
+
+    tol: float
+
+    def join(self, *times: Timed) -> Timed:
+        if len(times) == 1:
+            return times[0]
+        top = functools.reduce(jnp.maximum, [x.t for x in times])
+        threshold = top - self.tol * jnp.abs(top)
+        path = times[-1].pc
+        for x in reversed(times[:-1]):
+            path = jnp.where(x.t >= threshold, x.pc, path)
+        return Timed(top, path)
+
+    def comm(self, time: Timed, duration: jax.Array) -> Timed:
+        return Timed(time.t + duration, time.pc)
+
+    def compute(self, time: Timed, duration: jax.Array) -> Timed:
+        return Timed(time.t + duration, time.pc + duration)
+
+
+class _State(NamedTuple):
+    """The scan's carry: workers free, registers (message arrivals), resources free, sync readiness."""
+
+    free: Timed
+    reg: Timed
+    res: Timed
+    ready: Timed
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: int = 0, compute_factor=None,
+               message_factor=None):
+    """One tile of the scan over the first ``n_waves`` waves of the padded ``lanes`` (a traced
+    count: the padding waves, which hold no operation, are skipped, and every table of the same
+    padded shape shares the compiled code). With ``k > 0`` samples the tile's points are
+    sample-major (``k`` groups of ``n/k``) and the ``(waves, p, k)`` factors scale each lane's
+    compute time and messages."""
+    p, n = shape.p, point.alpha.shape[0]
+    dtype = point.alpha.dtype
+    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(dtype)])
+    zeros = lambda rows: Timed(jnp.zeros((rows, n), dtype), jnp.zeros((rows, n), dtype))  # noqa: E731
+    wire, msg = point.wire, message_time(point.alpha, point.wire)
+    no_resource = shape.n_resources
+    state = _State(free=zeros(p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
+                   ready=zeros(shape.n_sync * p + 1))
+
+    xs = lanes
+    if k:
+        # Every lane's duration and message times with their factors, (waves, p, n), before the
+        # loop: the products are rounded on their own, so no multiply fuses with an add (which
+        # XLA may do in some lanes of a tile and not in others: a point's last bits would then
+        # depend on its tile).
+        scale = lambda f, a: (a.reshape(a.shape[:-1] + (k, n // k)) * f[..., None]).reshape(f.shape[:2] + (n,))  # noqa: E731
+        noisy = (scale(compute_factor, point.dur[lanes[1]]), scale(message_factor, jnp.broadcast_to(wire, (1, 1, n))),
+                 scale(message_factor, jnp.broadcast_to(msg, (1, 1, n))))
+        xs = lanes + jax.lax.optimization_barrier(noisy)
+
+    def wave(s: _State, x):
+        on, row, dep, out, held, rnd, ss = x[:7]
+        d, lane_wire, lane_msg = x[7:] if k else (point.dur[row], wire, msg)  # (p, n) each with noise
+        start = alg.join(s.free, s.reg.at(dep))
+        end = alg.compute(start, d)
+        res, arrival = s.res, None
+        for r in range(shape.n_rounds):  # messages sharing a resource in this wave: lane order
+            mine = rnd == r
+            idx = held if shape.n_rounds == 1 else jnp.where(mine[:, None], held, no_resource)
+            arrived, released = send(alg, end, [res.at(idx[:, j]) for j in range(shape.per_message)], lane_wire, lane_msg)
+            for j in range(shape.per_message):
+                res = res.set(idx[:, j], released)
+            arrival = arrived if arrival is None else Timed.where(mine[:, None], arrived, arrival)
+        reg = s.reg.set(out, arrival)
+        busy = end
+        if shape.blocks_sender:
+            busy = Timed.where((out != shape.n_regs + 1)[:, None], arrival, end)
+        ready = s.ready.set(ss, end) if shape.n_sync else s.ready
+        return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready), None
+
+    s = jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs))[0], state)
+    finish, res = s.free, s.res
+
+    # Gradient synchronisations, in the order they take their resources.
+    sync_end: dict[int, Timed] = {}
+    for k in shape.sync_order:
+        held = shape.sync_resources[k]
+        end = synchronise(alg, [s.ready.at(k * p + w) for w in shape.sync_holders[k]], [res.at(i) for i in held],
+                          point.sync_dur[k])
+        if held:
+            res = res.set(jnp.array(held), end)
+        sync_end[k] = end
+
+    # Each worker's optimizer update (where t_opt > 0), then the step's end.
+    updating = point.t_opt > 0
+    worker_end = []
+    for w in range(p):
+        done = alg.join(finish.at(w), *[sync_end[k] for k, h in enumerate(shape.sync_holders) if w in h])
+        worker_end.append(Timed.where(updating, alg.compute(done, point.t_opt), finish.at(w)))
+    t_sim = alg.join(*worker_end, *[sync_end[k] for k in range(shape.n_sync)])
+    return t_sim.t, finish.t, t_sim.pc

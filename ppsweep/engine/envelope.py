@@ -1,0 +1,653 @@
+"""Compiled envelopes: a table's step time as a maximum of linear functions of the point's costs.
+
+With the order on each worker fixed, every time the engine computes is a maximum of sums
+(max-plus algebra): an operation starts at the later of its worker being free and its input's
+arrival, and ends a duration later. Unrolled, ``t_sim`` is the maximum, over the paths of the
+table's event graph, of the sum of the costs along the path. A path's sum is linear in the
+point's cost **features** ``y`` (all ``>= 0``): ``t = c · y`` for a coefficient vector ``c`` that
+depends on the table and the mode only. So
+
+    t_sim(y) = max_k  C[k] · y
+
+over a set ``C`` of path vectors. A vector dominated by another (``c' <= c`` componentwise)
+can never be the strict maximum for ``y >= 0`` and is pruned exactly. :func:`build_envelope`
+enumerates the Pareto-maximal vectors with a max-plus dynamic programme over the same event
+graph the scan runs (:mod:`ppsweep.engine.program`), pruning at every node, and gives up when a set grows
+past a cap (the engine then falls back to the scan). Evaluating a point is then a small
+matrix-vector product and a maximum (:func:`evaluate`).
+
+**Features.** The raw costs of a table are its duration rows (kind × stage), ``t_opt``, the latency
+``alpha``, the wire time ``msg_bytes/beta`` and one all-reduce time per synchronised stage. Sweeps
+vary them along few directions: the cost model makes every stage's forward, backward, I and W
+proportional to one per-layer time, and the all-reduce and message times proportional to
+``1/beta``. :func:`features` finds such directions in the inputs it is given (a per-stage array
+that is one profile times a per-point scale; features proportional to each other at every
+point; features that are zero everywhere), so the envelope lives in a space of a handful of
+features and has few vectors. The reduction is exact for the inputs at hand (checked to 1e-14
+relative), so it never changes a result, only the size of the envelope. Compute features
+(durations, ``t_opt``) and communication features (``alpha``, wire, all-reduce) are never merged,
+so each vector splits into a compute part and a communication part.
+
+**comm_time.** Along the path that sets ``t_sim``, ``comm_time = t_sim - compute part``. Where one
+vector (or several with the same communication part) is the maximum, that is its communication
+part ``c_comm · y`` -- exactly the scan's answer: the scan's critical path (README, "Critical
+path") is a maximal path, and any maximal path's vector is dominated by a kept maximal vector
+whose parts can then differ only where the features are 0. Where distinct vectors with different
+communication parts tie within the tie tolerance (accumulated over the path's length), the
+README's tie rule decides which path is critical; :func:`evaluate` flags those points
+(``ambiguous``) and the engine recomputes their ``comm_time`` with the scan. So the envelope's
+``comm_time`` always follows the README rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
+from ppsweep.engine.program import Program, n_duration_rows
+from ppsweep.tables.table import ScheduleTable
+
+#: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
+DEFAULT_CAP = 64
+
+#: Two per-stage profiles or features agree when they differ by at most this, relative.
+_EXACT = 1e-14
+
+#: Vectors closer than this (relative, per component) are the same vector (rounding of sums).
+_SAME = 1e-14
+
+#: Largest feature (elements) compared with another for proportionality.
+_MERGE_LIMIT = 1 << 22
+
+_KINDS = ("t_f", "t_b", "t_i", "t_w", "t_pf")  # duration row blocks (ppsweep.engine.program.KIND_ROW, PAIR_F)
+
+
+class EnvelopeTooLarge(Exception):
+    """A table whose envelope needs more vectors than the cap at some node of its event graph."""
+
+
+# --------------------------------------------------------------------------------------------
+# features
+
+
+def raw_size(program: Program) -> int:
+    """Raw cost coordinates of a table: ``5·S + 1`` duration rows, ``t_opt``, ``alpha``, wire, all-reduces."""
+    return n_duration_rows(program.n_stages) + 3 + program.n_sync
+
+
+def raw_index(program: Program) -> dict[str, int]:
+    """Positions of ``t_opt``, ``alpha`` and ``wire`` among the raw coordinates (syncs follow)."""
+    base = n_duration_rows(program.n_stages)
+    return {"t_opt": base, "alpha": base + 1, "wire": base + 2, "sync": base + 3}
+
+
+@dataclass(frozen=True)
+class Features:
+    """The point's costs as ``raw = Σ_j arrays[j] · weights[j]`` (every point, exactly).
+
+    Attributes:
+      arrays: one array per feature, each broadcastable to the point shape (same ndim), ``>= 0``.
+      weights: ``(J, raw_size)`` non-negative weight of each feature on each raw coordinate.
+      comm: ``(J,)`` True for communication features (latency, wire, all-reduce).
+    """
+
+    arrays: tuple[np.ndarray, ...]
+    weights: np.ndarray
+    comm: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Number of features."""
+        return len(self.arrays)
+
+    def key(self) -> tuple:
+        """Hashable identity of the feature directions (what an envelope is compiled for)."""
+        return (self.weights.shape, self.weights.tobytes(), self.comm.tobytes())
+
+
+def _rank_one(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``a (..., K)`` as ``y[..., None] * profile`` (profile max 1), or None where it is not one."""
+    flat = a.reshape(-1, a.shape[-1])
+    ref = flat[int(np.argmax(flat.sum(axis=1)))]
+    top = float(ref.max(initial=0.0))
+    if top <= 0:
+        return np.zeros(a.shape[:-1]), np.zeros(a.shape[-1])
+    profile = ref / top
+    y = flat @ profile / float(profile @ profile)
+    scale = float(np.abs(flat).max())
+    if np.abs(flat - y[:, None] * profile).max(initial=0.0) > _EXACT * scale:
+        return None
+    return np.maximum(y, 0.0).reshape(a.shape[:-1]), profile
+
+
+def features(
+    program: Program,
+    stage_arrays: Mapping[str, np.ndarray],
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    msg_bytes: np.ndarray,
+    t_opt: np.ndarray,
+    ndim: int,
+) -> Features:
+    """Reduce a point grid's costs to a few features (module docstring, "Features").
+
+    Args:
+      program: the compiled table.
+      stage_arrays: ``t_f``, ``t_b``, ``t_i``, ``t_w``, ``t_pf`` (a pair's forward part; may be absent where
+        the table has no pair), ``grad_bytes``, each ``batch_k + (S or 1,)``.
+      alpha, beta, msg_bytes, t_opt: per-point arrays broadcastable to the point shape.
+      ndim: number of axes of the point shape.
+
+    Returns:
+      The :class:`Features`.
+    """
+    S = program.n_stages
+    D = raw_size(program)
+    idx = raw_index(program)
+
+    def lead(a: np.ndarray, trailing: int) -> np.ndarray:
+        a = np.asarray(a, dtype=float)
+        return a.reshape((1,) * (ndim + trailing - a.ndim) + a.shape)
+
+    cands: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    used_rows = set(int(r) for r in np.unique(program.compute_rows))
+    for k, name in enumerate(_KINDS):
+        rows = [k * S + s for s in range(S)]
+        if not used_rows.intersection(rows):
+            continue
+        a = lead(stage_arrays[name], 1)
+        if a.shape[-1] == 1:
+            w = np.zeros(D)
+            w[rows] = 1.0
+            cands.append((a[..., 0], w, False))
+            continue
+        one = _rank_one(a)
+        if one is not None:
+            w = np.zeros(D)
+            w[rows] = one[1]
+            cands.append((one[0], w, False))
+        else:
+            for s in range(S):
+                w = np.zeros(D)
+                w[rows[s]] = 1.0
+                cands.append((a[..., s], w, False))
+    w = np.zeros(D)
+    w[idx["t_opt"]] = 1.0
+    cands.append((lead(t_opt, 0), w, False))
+
+    alpha, beta, msg_bytes = lead(alpha, 0), lead(beta, 0), lead(msg_bytes, 0)
+    rings = [RingAllReduce(int(np.sum(program.sync_holders[k] >= 0))) for k in range(program.n_sync)]
+    w = np.zeros(D)
+    w[idx["alpha"]] = 1.0
+    for k, ring in enumerate(rings):
+        w[idx["sync"] + k] = ring.alpha_coefficient
+    cands.append((alpha, w, True))
+    w = np.zeros(D)
+    w[idx["wire"]] = 1.0
+    cands.append((wire_time(msg_bytes, beta), w, True))
+    if program.n_sync:
+        g = lead(stage_arrays["grad_bytes"], 1)
+        g = np.broadcast_to(g, g.shape[:-1] + (S,))[..., program.sync_stages]
+        per_sync = wire_time(g, beta[..., None])  # (..., n_sync)
+        factor = np.array([ring.wire_coefficient for ring in rings])
+        one = _rank_one(per_sync)
+        if one is not None:
+            w = np.zeros(D)
+            w[idx["sync"] : idx["sync"] + program.n_sync] = one[1] * factor
+            cands.append((one[0], w, True))
+        else:
+            for k in range(program.n_sync):
+                w = np.zeros(D)
+                w[idx["sync"] + k] = factor[k]
+                cands.append((per_sync[..., k], w, True))
+
+    kept: list[list[Any]] = []  # [array, weights, comm]
+    for y, w, comm in cands:
+        if not np.any(y):
+            continue  # zero at every point: contributes nothing
+        for other in kept:
+            if other[2] == comm and _proportional(other[0], y) is not None:
+                other[1] = other[1] + _proportional(other[0], y) * w
+                break
+        else:
+            kept.append([np.asarray(y, dtype=float), w, comm])
+    if not kept:
+        return Features((), np.zeros((0, D)), np.zeros(0, dtype=bool))
+    return Features(
+        arrays=tuple(k[0] for k in kept),
+        weights=np.stack([k[1] for k in kept]),
+        comm=np.array([k[2] for k in kept], dtype=bool),
+    )
+
+
+def _proportional(base: np.ndarray, other: np.ndarray) -> float | None:
+    """``c`` with ``other == c · base`` at every point (to 1e-14), else None.
+
+    Only features on the same axes are compared (features along different axes are proportional
+    only where both are constant, which merging would barely help).
+    """
+    if base.shape != other.shape or base.size > _MERGE_LIMIT:
+        return None
+    b, o = base.ravel(), other.ravel()
+    bb = float(b @ b)
+    if bb == 0:
+        return None
+    c = float(o @ b) / bb
+    if c < 0 or np.abs(o - c * b).max() > _EXACT * float(np.abs(o).max()):
+        return None
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# the max-plus programme
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A table's compiled envelope in one feature space.
+
+    Attributes:
+      t_sim: ``(K, J)`` Pareto-maximal path vectors of the step time.
+      finish: per worker, ``(K_w, J)`` vectors of its finish time (before any optimizer update).
+      compute: ``(J,)`` vector of the total compute time (every operation and update).
+      comm: ``(J,)`` True on communication features.
+      depth: maximum nodes on a path (scales the tie band).
+      largest: largest set kept at any node.
+    """
+
+    t_sim: np.ndarray
+    finish: tuple[np.ndarray, ...]
+    compute: np.ndarray
+    comm: np.ndarray
+    depth: int
+    largest: int
+
+    @property
+    def n_vectors(self) -> int:
+        """Vectors of the step time."""
+        return int(self.t_sim.shape[0])
+
+
+def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
+    """The Pareto-maximal rows of ``vectors`` (rows within rounding of each other count as one).
+
+    Raises:
+      EnvelopeTooLarge: more than ``cap`` rows remain.
+    """
+    if vectors.shape[0] <= 1:
+        return vectors
+    order = np.argsort(-vectors.sum(axis=1), kind="stable")
+    v = vectors[order]
+    tol = _SAME * np.abs(v).max(axis=0)
+    # dom[i, j]: row i >= row j in every component (within rounding); only earlier rows (larger sums) prune.
+    dom = at_least(v[:, None, :], v[None, :, :] - tol)
+    dominated = np.triu(dom, 1).any(axis=0)
+    kept = v[~dominated]
+    if kept.shape[0] > cap:
+        raise EnvelopeTooLarge(f"{kept.shape[0]} vectors at one node (cap {cap})")
+    return kept
+
+
+def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.all(a >= b, axis=-1)`` with ``a`` and ``b`` broadcast, one component at a time.
+
+    The same comparisons as the one-line form, without its reduction over a short last axis
+    (slow in numpy) and its boolean array ``J`` times the size of the result.
+
+    Args:
+      a, b: arrays whose last axis is the vectors' components (broadcast against each other).
+
+    Returns:
+      Boolean array of the broadcast shape without the last axis: True where ``a >= b`` in
+      every component (True for vectors of no component).
+    """
+    J = max(a.shape[-1], b.shape[-1])
+    if J == 0:
+        return np.ones(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=bool)
+    out = a[..., 0] >= b[..., 0]
+    for j in range(1, J):
+        out &= a[..., j] >= b[..., j]
+    return out
+
+
+class _SetAlgebra:
+    """Times of the envelope programme for :mod:`ppsweep.engine.comm`: sets of path vectors."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.largest = 1
+
+    def join(self, *sets: np.ndarray) -> np.ndarray:
+        if len(sets) == 1:
+            return sets[0]
+        out = prune(np.concatenate(sets), self.cap)
+        self.largest = max(self.largest, out.shape[0])
+        return out
+
+    def comm(self, time: np.ndarray, duration: np.ndarray) -> np.ndarray:
+        return time + duration
+
+
+def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
+                   routing: Routing | None = None, batched: bool = True) -> Envelope:
+    """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
+
+    The programme walks the same waves, registers, resources and synchronisations as the scan
+    (:mod:`ppsweep.engine.core`), with the same rules (:mod:`ppsweep.engine.comm`), with sets of vectors in
+    place of times.
+
+    Args:
+      program: the compiled table.
+      mode: a communication mode (:data:`ppsweep.engine.comm.MODES`).
+      weights: ``(J, raw_size)`` feature weights (:class:`Features`).
+      comm: ``(J,)`` communication features.
+      cap: largest set kept at a node.
+      routing: the program's :class:`~ppsweep.engine.comm.Routing` in ``mode`` (computed if not given).
+      batched: run each wave's lanes at once (:mod:`ppsweep.engine.fast_envelope`, the same vectors);
+        False: lane by lane (the reference).
+
+    Raises:
+      EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
+    """
+    routing = route(program, mode) if routing is None else routing
+    J = weights.shape[0]
+    idx = raw_index(program)
+    p = program.p
+    rows = weights[:, : n_duration_rows(program.n_stages)].T  # (5S+1, J) duration of each row (the last is 0)
+    t_opt = weights[:, idx["t_opt"]]
+    wire = weights[:, idx["wire"]]
+    msg = message_time(weights[:, idx["alpha"]], wire)
+    sync_vec = weights[:, idx["sync"] : idx["sync"] + program.n_sync].T
+    zero = np.zeros((1, J))
+    alg = _SetAlgebra(cap)
+
+    from ppsweep.engine.fast_envelope import BATCHED_MIN_WORKERS, BATCHED_MODES, run_waves_batched
+
+    if batched and mode in BATCHED_MODES and p >= BATCHED_MIN_WORKERS:  # every lane of a wave at once
+        free, reg, res, ready, alg.largest = run_waves_batched(program, mode, rows, wire, msg, cap)
+    else:  # the reference: lane by lane
+        free = [zero] * p
+        reg = [zero] * (program.n_regs + 2)
+        res = [zero] * routing.n_resources
+        ready = [zero] * (program.n_sync * p + 1)
+        for t in range(program.n_waves):
+            writes: list[tuple[list[np.ndarray], int, np.ndarray]] = []
+            # lanes sharing a resource take it in round order (the scan's rounds, the table's send order)
+            for w in sorted(np.flatnonzero(program.active[t]), key=lambda w: (routing.rounds[t, w], w)):
+                dep = int(program.dep_reg[t, w])
+                start = free[w] if dep == program.zero_reg else alg.join(free[w], reg[dep])
+                end = start + rows[program.cost_row[t, w]]
+                out = int(program.out_reg[t, w])
+                sends = out != program.trash_reg
+                busy = end
+                if sends:
+                    held = [int(i) for i in routing.lane_resources[t, w]]
+                    arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
+                    for i in held:
+                        res[i] = released
+                    writes.append((reg, out, arrival))
+                    busy = arrival if routing.mode.blocks_sender else end
+                writes.append((free, int(w), busy))
+                slot = int(program.sync_slot[t, w])
+                if slot != program.trash_sync:
+                    writes.append((ready, slot, end))
+            for target, i, value in writes:  # every lane reads registers before any writes (as the scan)
+                target[i] = value
+
+    finish = list(free)
+    sync_end: dict[int, np.ndarray] = {}
+    for k in program.sync_order:
+        k = int(k)
+        holders = [int(w) for w in program.sync_holders[k] if w >= 0]
+        held = routing.sync_resources[k]
+        end = synchronise(alg, [ready[k * p + w] for w in holders], [res[i] for i in held], sync_vec[k])
+        for i in held:
+            res[i] = end
+        sync_end[k] = end
+    ends = []
+    for w in range(p):
+        held_syncs = [sync_end[k] for k in range(program.n_sync) if w in program.sync_holders[k]]
+        ends.append(alg.join(finish[w], *held_syncs) + t_opt)
+    t_sim = alg.join(*ends, *sync_end.values())
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
+    return Envelope(
+        t_sim=t_sim,
+        finish=tuple(finish),
+        compute=counts @ rows + p * t_opt,
+        comm=np.asarray(comm, dtype=bool),
+        depth=program.n_ops + program.n_sync + 2,
+        largest=alg.largest,
+    )
+
+
+def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Features, cap: int = DEFAULT_CAP) -> Envelope:
+    """:func:`build_envelope`, cached with the table's compiled form (:func:`ppsweep.engine.compiled.compiled_for`).
+
+    Args:
+      table: the table; program: its compiled program (kept for callers; the cached one is used).
+      mode: communication mode; feats: the features; cap: largest set kept at a node.
+
+    Raises:
+      EnvelopeTooLarge: when the table needs more than ``cap`` vectors (also cached).
+    """
+    from ppsweep.engine.compiled import compiled_for
+
+    hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap)
+    if isinstance(hit, EnvelopeTooLarge):
+        raise hit
+    return hit
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+
+
+def _pad_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows repeated up to a power of two (a repeated vector changes no maximum; fewer compilations)."""
+    k = vectors.shape[0]
+    size = 1 << max(0, (k - 1).bit_length())
+    return np.concatenate([vectors, np.repeat(vectors[:1], size - k, axis=0)]) if size > k else vectors
+
+
+@dataclass(frozen=True)
+class EnvelopeResult:
+    """What :func:`evaluate` gives, every array with the point shape (``finish``: ``+ (p,)``)."""
+
+    t_sim: np.ndarray
+    finish: np.ndarray | None
+    comm_time: np.ndarray
+    ambiguous: np.ndarray
+    compute_time: np.ndarray
+
+
+def evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: Any = np.float64, finish: bool = True, tie_rtol: float = 1e-12) -> EnvelopeResult:
+    """Evaluate the envelope at every point: ``t_sim = max_k C[k]·y`` and the rest.
+
+    Where the envelope has more than a few vectors, the grid is cut into blocks along its (up to
+    two) largest axes, and each block keeps only the vectors that can come within the tie band
+    of the maximum somewhere in the block's box of feature values (a vector below another by
+    more than the band at every corner-wise bound of the box is dropped: exact). Most blocks need
+    one to a few vectors.
+
+    Args:
+      env: the compiled envelope.
+      feats: the features of the points (same directions the envelope was compiled for).
+      batch: the point shape.
+      dtype: float dtype of the evaluation.
+      finish: also evaluate each worker's finish time.
+      tie_rtol: the tie tolerance of one maximum (README); the band in which distinct
+        communication parts make a point ambiguous is ``depth · tie_rtol`` (relative; float32:
+        ``tie_rtol``).
+
+    Returns:
+      An :class:`EnvelopeResult`; ``ambiguous`` marks points whose ``comm_time`` the README's tie
+      rule must settle (the engine recomputes them with the scan).
+    """
+    with jax.enable_x64(True):
+        return _evaluate(env, feats, batch, np.dtype(dtype), finish, tie_rtol)
+
+
+def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.dtype, finish: bool, tie_rtol: float) -> EnvelopeResult:
+    ndim = len(batch)
+    ys = tuple(np.asarray(y, dtype=dtype).reshape((1,) * (ndim - np.ndim(y)) + np.shape(y)) for y in feats.arrays)
+    # float64: a maximal path's value is within depth · tie_rtol of t_sim (one tie tolerance per
+    # node). float32 rounds at 1e-7, so vectors closer than its tie tolerance cannot be ordered:
+    # those points go to the (float32) scan too.
+    band = float(env.depth) * tie_rtol if dtype == np.float64 else tie_rtol
+    blocks = _blocks(ys, batch) if env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS) else None
+    compute = _compute_time(env, ys, batch, dtype)
+    if blocks is None:
+        return _evaluate_block(env, env.t_sim, env.finish if finish else None, ys, batch, dtype, band, tie_rtol, compute)
+    t_sim, comm = np.empty(batch), np.empty(batch)
+    ambiguous = np.empty(batch, dtype=bool)
+    fin = np.empty(batch + (len(env.finish),)) if finish else None
+    for block in blocks:
+        sub = tuple(y[tuple(sl if y.shape[ax] > 1 else slice(None) for ax, sl in enumerate(block))] for y in ys)
+        shape = tuple(len(range(*sl.indices(n))) for sl, n in zip(block, batch))
+        lo = np.array([float(y.min()) for y in sub])
+        hi = np.array([float(y.max()) for y in sub])
+        vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band)]
+        fins = tuple(f[_box_keep(f, lo, hi, band)] for f in env.finish) if finish else None
+        r = _evaluate_block(env, vectors, fins, sub, shape, dtype, band, tie_rtol, compute)
+        t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
+        if finish:
+            fin[block] = r.finish
+    return EnvelopeResult(t_sim=t_sim, finish=fin, comm_time=comm, ambiguous=ambiguous, compute_time=compute)
+
+
+#: Envelopes with more vectors than this are evaluated block by block (:func:`evaluate`).
+_BLOCK_MIN_VECTORS = 16
+
+#: Blocks per split axis, and the fewest points along an axis worth splitting.
+_BLOCKS_PER_AXIS = 4
+_BLOCK_MIN_AXIS = 64
+
+
+def _blocks(ys: tuple[np.ndarray, ...], batch: tuple[int, ...]) -> list[tuple[slice, ...]] | None:
+    """Blocks of the grid: its (up to two) largest axes along which some feature varies, cut in pieces."""
+    varying = [ax for ax in range(len(batch)) if batch[ax] >= _BLOCK_MIN_AXIS and any(y.shape[ax] > 1 for y in ys)]
+    if not varying:
+        return None
+    axes = sorted(varying, key=lambda ax: -batch[ax])[:2]
+    pieces = []
+    for ax in range(len(batch)):
+        if ax in axes:
+            edges = np.linspace(0, batch[ax], _BLOCKS_PER_AXIS + 1).round().astype(int)
+            pieces.append([slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a])
+        else:
+            pieces.append([slice(None)])
+    return [tuple(block) for block in itertools.product(*pieces)]
+
+
+def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float) -> np.ndarray:
+    """Rows that may come within ``band`` (relative) of the maximum somewhere in the box ``lo <= y <= hi``.
+
+    Row ``k`` is dropped when another row ``i`` exceeds it by more than ``band · max t`` at every
+    point of the box (``min_box (c_i - c_k)·y``, taken feature by feature at ``lo`` or ``hi``).
+    """
+    if vectors.shape[0] <= 1:
+        return np.ones(vectors.shape[0], dtype=bool)
+    diff = vectors[:, None, :] - vectors[None, :, :]
+    least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[i, k] = min over the box of (c_i - c_k)·y
+    top = float((vectors * hi).sum(axis=1).max())
+    keep = ~(least > band * top).any(axis=0)
+    return keep
+
+
+def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``compute_time`` of every point: a read-only ``batch``-shaped view of its values over the axes
+    along which the compute features vary (most grids: a single value).
+
+    It is the sum of the compute features weighted by the envelope's ``compute`` vector, in the
+    expression the evaluation used before (:func:`_dot`, compiled by XLA), so the same to the bit,
+    without writing (and copying out) one value per point.
+    """
+    compute_idx = tuple(int(j) for j in np.flatnonzero(~env.comm))
+    shape = np.broadcast_shapes((1,) * len(batch), *(ys[j].shape for j in compute_idx))
+    with jax.enable_x64(True):
+        small = _compute_jit(tuple(ys[j] for j in compute_idx), env.compute[list(compute_idx)].astype(dtype), batch=shape)
+    return np.broadcast_to(np.asarray(jax.device_get(small), dtype=np.float64), batch)
+
+
+@functools.partial(jax.jit, static_argnames=("batch",))
+def _compute_jit(ys, total, *, batch):
+    ys = [jnp.broadcast_to(y, batch) for y in ys]
+    return _dot(total, None, ys=ys, batch=batch, dtype=total.dtype)
+
+
+def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray, ...] | None, ys: tuple[np.ndarray, ...],
+                    batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float, compute: np.ndarray) -> EnvelopeResult:
+    fin = None
+    if finish is not None:
+        size = max(f.shape[0] for f in finish)
+        size = 1 << max(0, (size - 1).bit_length())
+        fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
+    comm_parts = vectors[:, env.comm]
+    check = bool(vectors.shape[0] > 1 and np.ptp(comm_parts, axis=0).max(initial=0.0) > 0)
+    # The band is an argument, not a constant: it depends on the table's depth, and one
+    # compiled evaluation then serves every table of the same shape.
+    out = _evaluate_jit(
+        ys, _pad_rows(vectors).astype(dtype), fin, np.asarray(band, dtype=dtype),
+        batch=tuple(int(b) for b in batch), comm_idx=tuple(int(j) for j in np.flatnonzero(env.comm)),
+        check=check, tol=tie_rtol,
+    )
+    t_sim, comm_time, ambiguous, finish_out = jax.device_get(out)
+    return EnvelopeResult(
+        t_sim=np.asarray(t_sim, dtype=np.float64),
+        finish=None if finish_out is None else np.moveaxis(np.asarray(finish_out, dtype=np.float64), 0, -1),
+        comm_time=np.asarray(comm_time, dtype=np.float64),
+        ambiguous=np.zeros(batch, dtype=bool) if ambiguous is None else np.asarray(ambiguous),
+        compute_time=compute,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "tol"))
+def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check, tol):
+    # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
+    # evaluation into one pass over the points (a reduction over a vector axis is far slower on
+    # CPU, and a running value used twice per step makes XLA's fusion blow up).
+    # ``compute_time`` is evaluated apart (:func:`_compute_time`): it needs no per-point output,
+    # and no point is ambiguous where one communication part is maximal (``ambiguous`` None).
+    dtype = vectors.dtype
+    ys = [jnp.broadcast_to(y, batch) for y in ys]
+    dot = functools.partial(_dot, ys=ys, batch=batch, dtype=dtype)
+    vals = [dot(vectors[k]) for k in range(vectors.shape[0])]
+    t = vals[0]
+    for v in vals[1:]:
+        t = jnp.maximum(t, v)
+    if check:  # several vectors with different communication parts: flag near-ties
+        floor = t - band * jnp.abs(t)
+        hi = jnp.full(batch, -jnp.inf, dtype)
+        lo = jnp.full(batch, jnp.inf, dtype)
+        for k, v in enumerate(vals):
+            c = dot(vectors[k], comm_idx)
+            near = v >= floor
+            hi = jnp.maximum(hi, jnp.where(near, c, -jnp.inf))
+            lo = jnp.minimum(lo, jnp.where(near, c, jnp.inf))
+        ambiguous = hi - lo > tol * jnp.abs(t)
+        comm = hi
+    else:  # every maximal vector has the same communication part
+        comm = dot(vectors[0], comm_idx)
+        ambiguous = None  # no point is
+    fin = None
+    if finish is not None:  # (p, K_w, J): unrolled over the vectors, vectorized over workers
+        fin = dot(finish[:, 0])
+        for k in range(1, finish.shape[1]):
+            fin = jnp.maximum(fin, dot(finish[:, k]))
+    return t, comm, ambiguous, fin
+
+
+def _dot(c, features=None, *, ys, batch, dtype):
+    """``c (..., J)`` against the features ``ys`` (broadcast to ``batch``), summed in feature order."""
+    lead = c.shape[:-1]
+    acc = jnp.zeros(lead + batch, dtype)
+    for j in range(len(ys)) if features is None else features:
+        acc = acc + c[..., j].reshape(lead + (1,) * len(batch)) * ys[j]
+    return acc

@@ -1,0 +1,742 @@
+"""The results store: one xarray Dataset in zarr per sweep (docs/contract.md §5), written unit by unit.
+
+Layout: coordinates are written by xarray; every data variable is created empty (NaN, or False
+for ``valid``) with one chunk per unit of work, and ``done`` ``(p, m)`` records which units are
+complete. A unit writes its chunks, then marks itself done, so a store killed at any moment
+reads back with every unfinished unit still NaN and marked not done. Re-running the same sweep
+resumes with the units not done; a different grid or config is refused.
+
+Concurrency (shards, :mod:`ppsweep.sweep.shards`): the layout is built in a temporary directory beside
+the store and renamed into place, so it appears whole or not at all, and when several processes
+create it at once exactly one rename wins and the others open the winner's (checking its
+fingerprint). After that, each process writes only the chunks of its own units (and their
+``done`` chunks): no two writers ever touch the same file. zarr writes every file to a
+temporary name and renames it into place, so a kill, a full disk or an I/O error leaves each
+chunk either old or new, never torn.
+
+Identity (:func:`identity`): every field of the :class:`SweepSpec` (generically; only
+``ppsweep.sweep.config.NOT_IN_IDENTITY`` is left out), the store format and the ppsweep version. A run
+of another identity is refused, naming the first setting that differs.
+
+Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`), then its
+``done`` flag. Resume (:func:`pending_units`), :func:`open_results` and ``python -m
+ppsweep.verify`` compare every finished unit with its checksum (:func:`damaged_units`).
+
+Writers (:mod:`ppsweep.sweep.runner`): a run registers itself (:func:`registered_writer`) and locks each
+unit while it computes and writes it (:func:`unit_lock`), in ``.NAME.zarr.locks/`` beside the
+store; ``overwrite`` refuses while a writer is registered; each layout has a new ``generation``,
+checked before a unit's values and before its done flag (:func:`check_generation`).
+
+Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
+``fingerprint`` (digest of the identity), ``identity`` (JSON), ``generation``, ``created``,
+``finished`` and ``complete``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+import warnings
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import filelock
+import numpy as np
+import xarray as xr
+import zarr
+
+from ppsweep.sweep.config import DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
+
+#: Version of the store layout; a store of another format is refused.
+#: 2: ``checksum`` per unit, ``identity`` and ``generation`` attributes.
+STORE_FORMAT = 2
+
+#: Variables of the results dataset (docs/contract.md §5): dims kind, units, long name.
+#: Dimensions by kind: ``SweepSpec.dims_of(kind)`` ("point", "table", "memory": per recomputation mode).
+VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim": ("point", "s", "simulated step time"),
+    "throughput": ("point", "sequences/s", "global batch / step time"),
+    "idle_sim": ("point", "1", "idle fraction of the simulated step"),
+    "comm_time": ("point", "s", "time the critical path spends in messages"),
+    "rank_sim": ("point", "1", "rank by simulated step time among valid schedules (1 = best)"),
+    "bubble_formula": ("table", "1", "closed-form bubble ratio"),
+    "bubble_table": ("table", "1", "idle cells / cells of the idealized table"),
+    "length_table": ("table", "slots", "slots of the idealized table"),
+    "peak_activation_bytes": ("memory", "bytes", "bottleneck worker's peak activation memory"),
+    "persistent_bytes": ("memory", "bytes", "bottleneck worker's parameters, gradients, optimizer state"),
+    "peak_memory_bytes": ("memory", "bytes", "bottleneck worker's peak memory"),
+    "rank_formula": ("table", "1", "rank by closed-form bubble among valid schedules (1 = best)"),
+    "rank_table": ("table", "1", "rank by table bubble among valid schedules (1 = best)"),
+}
+#: Variables of a sweep with noise besides those (README, "Uncertainty"): "nominal" variables have
+#: ``SweepSpec.nominal_dims`` (the point dimensions without ``sample``).
+NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
+}
+#: The ``valid`` variable (boolean, table dimensions).
+VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
+#: The ``fits`` variable (boolean; only in sweeps with a ``memory_capacity`` dimension).
+FITS = ("fits", "1", "valid and the bottleneck worker's peak memory within memory_capacity")
+
+
+def booleans(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The boolean variables of ``spec``'s store: ``valid``, and ``fits`` with a capacity dimension."""
+    return {"valid": VALID, **({"fits": FITS} if spec.memory_capacity is not None else {})}
+
+
+def variables(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
+    """The variables a sweep stores besides ``valid``: :data:`VARIABLES`, and :data:`NOISE_VARIABLES` with noise."""
+    return {**VARIABLES, **(NOISE_VARIABLES if spec.noise.enabled else {})}
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used as asked; the message says why and what to do."""
+
+
+class IncompleteStoreWarning(UserWarning):
+    """Opening a store whose sweep has not finished."""
+
+
+#: Config names of SweepSpec fields whose config key differs from the field's name (messages only).
+_CONFIG_NAMES = {
+    "comm": "comm.mode",
+    "comm_axis": "comm.mode (a list: a comm dimension)",
+    "f_slots": "slots.f",
+    "b_slots": "slots.b",
+    "dtype": "engine.dtype",
+    "chunk": "engine.chunk",
+    "method": "engine.method",
+}
+
+
+def _canonical(value: Any, where: str) -> Any:
+    """``value`` as plain JSON data, exactly (floats by ``repr``, so every bit counts)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+    if isinstance(value, np.ndarray):
+        return [_canonical(x, where) for x in value.tolist()]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v, f"{where}.{k}") for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(x, where) for x in value]
+    if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, str):
+        return value if not isinstance(value, np.bool_) else bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    raise TypeError(f"{where}: cannot put a {type(value).__name__} into the store's identity; teach ppsweep.store.results._canonical")
+
+
+def identity(spec: SweepSpec) -> dict[str, Any]:
+    """Everything that can change one of the store's bits, as plain JSON data.
+
+    Every field of ``spec`` is in it (generically: a field added to :class:`SweepSpec` is covered
+    without being named here) except those of :data:`ppsweep.sweep.config.NOT_IN_IDENTITY`; plus the
+    store format and the ppsweep version.
+    """
+    from ppsweep import __version__
+
+    data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec) if f.name not in NOT_IN_IDENTITY}
+    data["store_format"] = STORE_FORMAT
+    data["ppsweep_version"] = __version__
+    return data
+
+
+def fingerprint(spec: SweepSpec) -> str:
+    """Digest of :func:`identity`: equal exactly when two sweeps write the same values."""
+    return _digest(identity(spec))
+
+
+def _digest(data: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def identity_difference(stored: dict[str, Any], current: dict[str, Any]) -> str:
+    """The first setting that differs, ``"comm.mode: store has contention, this run overlap"``."""
+
+    def flat(data: Any, prefix: str) -> dict[str, Any]:
+        if isinstance(data, dict):
+            out: dict[str, Any] = {}
+            for key, value in data.items():
+                out.update(flat(value, f"{prefix}.{key}" if prefix else key))
+            return out
+        return {prefix: data}
+
+    a, b = flat(stored, ""), flat(current, "")
+    for key in sorted(set(a) | set(b), key=lambda k: (k.split(".")[0] not in ("schedules", "p", "m"), k)):
+        if a.get(key, "(absent)") != b.get(key, "(absent)"):
+            head, _, rest = key.partition(".")
+            name = _CONFIG_NAMES.get(head, head) + (f".{rest}" if rest else "")
+            return f"{name}: store has {_show(a.get(key, '(absent)'))}, this run {_show(b.get(key, '(absent)'))}"
+    return "identity differs"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, list):
+        text = ", ".join(str(x) for x in value)
+        return f"[{text}]" if len(text) <= 60 else f"{len(value)} values [{value[0]} ... {value[-1]}]"
+    return str(value)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _consolidate(path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # consolidated metadata is not yet part of the zarr 3 spec
+        zarr.consolidate_metadata(str(path))
+
+
+def create_store(path: str | os.PathLike, spec: SweepSpec, config_yaml: str) -> zarr.Group:
+    """Create an empty store for ``spec`` at ``path``, replacing whatever is there.
+
+    The new layout is built beside ``path`` and renamed into place; the old store (if any) is
+    moved aside first and deleted after, so ``path`` never holds a half-built layout.
+
+    Args:
+      path: the ``.zarr`` directory.
+      spec: the sweep.
+      config_yaml: the resolved config, kept in the attributes.
+
+    Returns:
+      The open zarr group.
+    """
+    path = Path(path)
+    _build_and_move(path, spec, config_yaml, replace=True)
+    return zarr.open_group(str(path), mode="r+")
+
+
+def _build_and_move(path: Path, spec: SweepSpec, config_yaml: str, replace: bool) -> bool:
+    """Build the layout in a temporary directory and rename it to ``path``.
+
+    Returns:
+      True if this call put its layout in place; False if ``path`` already existed (another
+      process won the race) and ``replace`` is False.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = path.with_name(f".{path.name}.creating-{tag}")
+    try:
+        _write_layout(tmp, spec, config_yaml)
+        if replace and (path.exists() or path.is_symlink()):
+            trash = path.with_name(f".{path.name}.replaced-{tag}")
+            os.rename(path, trash)
+            os.rename(tmp, path)
+            shutil.rmtree(trash, ignore_errors=True)
+            return True
+        try:
+            os.rename(tmp, path)
+        except OSError as error:
+            if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                return False
+            raise
+        return True
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale_temporaries(path: Path, age_s: float = 3600.0) -> None:
+    """Delete layouts that a killed process left half-built beside ``path`` (older than ``age_s``)."""
+    now = time.time()
+    for pattern in (f".{path.name}.creating-*", f".{path.name}.replaced-*"):
+        for stale in path.parent.glob(pattern):
+            try:
+                if now - stale.stat().st_mtime > age_s:
+                    shutil.rmtree(stale, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
+    """Coordinates, empty arrays (one chunk per unit), ``done`` and the attributes, at ``path``."""
+    dataset = xr.Dataset(coords=spec.coords())
+    for name in dataset.coords:
+        if DIMENSIONS[name] is not None:
+            dataset[name].attrs["units"] = DIMENSIONS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset.to_zarr(str(path), mode="w-", zarr_format=3, consolidated=False)
+    group = zarr.open_group(str(path), mode="r+")
+    for name, (kind, unit, long_name) in {**variables(spec), **booleans(spec)}.items():
+        dims = spec.dims_of(kind)
+        shape = spec.shape(dims)
+        chunks = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, shape))  # one chunk per unit
+        boolean = name in booleans(spec)
+        group.create_array(
+            name,
+            shape=shape,
+            chunks=chunks,
+            dtype="bool" if boolean else "float64",
+            fill_value=False if boolean else np.nan,
+            dimension_names=dims,
+            attributes={"units": unit, "long_name": long_name},
+        )
+    group.create_array(
+        "done",
+        shape=spec.shape(("p", "m")),
+        chunks=(1, 1),
+        dtype="bool",
+        fill_value=False,
+        dimension_names=("p", "m"),
+        attributes={"long_name": "unit of work (p, m) completely written"},
+    )
+    group.create_array(
+        CHECKSUM,
+        shape=spec.shape(("p", "m")),
+        chunks=(1, 1),
+        dtype="uint64",
+        fill_value=0,
+        dimension_names=("p", "m"),
+        attributes={"long_name": "digest of the unit's values, written just before its done flag (ppsweep.store.verify)"},
+    )
+    from ppsweep import __version__
+
+    group.attrs.update(
+        {
+            "sweep": spec.name,
+            "config": config_yaml,
+            "ppsweep_version": __version__,
+            "store_format": STORE_FORMAT,
+            "fingerprint": fingerprint(spec),
+            "identity": json.dumps(identity(spec), sort_keys=True),
+            "generation": uuid.uuid4().hex,
+            "created": _now(),
+            "complete": False,
+            "schedule_options": _schedule_options(spec),
+        }
+    )
+    _consolidate(path)
+
+
+def _schedule_options(spec: SweepSpec) -> str:
+    """JSON: every schedule coordinate value (a name or variant label) -> its resolved options."""
+    from ppsweep.tables.build import resolve_options
+
+    resolved = {name: resolve_options(name, spec.options_for(name)) for name in spec.schedules}
+    return json.dumps(resolved, sort_keys=True, default=str)
+
+
+def open_for_sweep(
+    path: str | os.PathLike,
+    spec: SweepSpec,
+    config_yaml: str,
+    overwrite: bool = False,
+    units: list[tuple[int, int]] | None = None,
+) -> tuple[zarr.Group, list[tuple[int, int]]]:
+    """Open (or create) the store of ``spec`` and list the units still to run.
+
+    A store written by the same sweep resumes: finished units whose values match their checksum
+    are skipped; damaged ones are run again. A store of another identity or format is refused,
+    naming what differs. Safe to call from several processes at once (shards): the layout is
+    created by exactly one of them. ``overwrite`` refuses while another run writes the store.
+
+    Args:
+      path: the ``.zarr`` directory.
+      spec: the sweep.
+      config_yaml: the resolved config, kept in the attributes of a new store.
+      overwrite: replace whatever is at ``path`` with an empty layout first.
+      units: the ``(p index, m index)`` units this caller is responsible for (a shard's);
+        None: all of them.
+
+    Returns:
+      The open group and those of ``units`` not yet done (or damaged).
+
+    Raises:
+      StoreError: the store belongs to another sweep or format, is not a ppsweep store, or
+        another run is writing it while ``overwrite`` asks to replace it.
+    """
+    path = Path(path)
+    units = spec.units() if units is None else list(units)
+    if overwrite:
+        with _registry(path):
+            writers = active_writers(path)
+            if writers:
+                raise StoreError(
+                    f"{path}: another run is writing this store ({writers} writer{'s' if writers > 1 else ''} active); "
+                    "overwrite=true refuses to replace it under them: wait for it to end, or stop it first"
+                )
+            _build_and_move(path, spec, config_yaml, replace=True)
+    elif not path.exists():  # replace=False: another process may have made it first
+        _build_and_move(path, spec, config_yaml, replace=False)
+    group = check_store(path, spec)
+    return group, pending_units(group, units)
+
+
+def pending_units(group: zarr.Group, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Those of ``units`` not done, or done but damaged (:func:`damaged_units`)."""
+    done = done_units(group)
+    finished = [(i, j) for i, j in units if done[i, j]]
+    damaged = set(damaged_units(group, finished))
+    return [(i, j) for i, j in units if not done[i, j] or (i, j) in damaged]
+
+
+def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
+    """Open the existing store at ``path`` for writing, if it is ``spec``'s.
+
+    Raises:
+      StoreError: unreadable, not a ppsweep store, another format, or another sweep (naming the
+        first setting that differs).
+    """
+    path = Path(path)
+    group = open_store(path, mode="r+")
+    attrs = dict(group.attrs)
+    if attrs["fingerprint"] != fingerprint(spec):
+        try:
+            difference = identity_difference(json.loads(attrs.get("identity", "{}")), identity(spec))
+        except (TypeError, ValueError):
+            difference = "identity differs"
+        raise StoreError(
+            f"{path}: written by a different sweep ({difference}); "
+            "pass overwrite=true to replace it, or choose another name=..."
+        )
+    return group
+
+
+def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """The zarr group of the ppsweep store at ``path``.
+
+    Args:
+      path: the ``.zarr`` directory.
+      mode: zarr's open mode (``r`` or ``r+``).
+
+    Returns:
+      The open group.
+
+    Raises:
+      StoreError: one line: no store there, unreadable, not a ppsweep store, or another format.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such store; run a sweep first (python -m ppsweep +sweep=...)")
+    try:
+        group = zarr.open_group(str(path), mode=mode)
+        attrs = dict(group.attrs)
+    except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); pass overwrite=true to replace it") from None
+    if "fingerprint" not in attrs or "done" not in group:
+        raise StoreError(f"{path}: not a ppsweep results store; pass overwrite=true to replace it, or choose another name=...")
+    if attrs.get("store_format") != STORE_FORMAT:
+        raise StoreError(
+            f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
+            f"cannot be resumed by this ppsweep (format {STORE_FORMAT}); pass overwrite=true to recompute it"
+        )
+    return group
+
+
+def done_units(group: zarr.Group) -> np.ndarray:
+    """The ``(p, m)`` boolean array of finished units (a unit whose ``done`` chunk is unreadable is not)."""
+    array = group["done"]
+    try:
+        return np.asarray(array[...], dtype=bool)
+    except Exception:  # noqa: BLE001 - a damaged done chunk: that unit is not done, the others are read one by one
+        done = np.zeros(array.shape, dtype=bool)
+        for i, j in np.ndindex(*array.shape):
+            with contextlib.suppress(Exception):
+                done[i, j] = bool(array[i, j])
+        return done
+
+
+# ---- integrity: one checksum per unit, written just before its done flag -------------------------
+#: The per-unit digest array.
+CHECKSUM = "checksum"
+
+
+def stored_variables(present: Any = None) -> list[str]:
+    """Names of the arrays a unit writes (and its checksum covers), in a fixed order.
+
+    Args:
+      present: a store (group), a unit's results or any container of names: only the names in it
+        (a store has ``t_sim_nominal`` only with noise and ``fits`` only with a capacity axis);
+        None: every name a store can have.
+    """
+    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits"]
+    return [name for name in names if present is None or name in present]
+
+
+def unit_checksum(values: Mapping[str, np.ndarray]) -> int:
+    """Digest of one unit's values as the store holds them (float64 / bool; every NaN alike).
+
+    Args:
+      values: ``name -> array`` for every name of :func:`stored_variables`.
+
+    Returns:
+      A non-zero 64-bit integer (0 is the checksum array's fill value: "none written").
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for name in stored_variables(values):
+        boolean = name in ("valid", "fits")
+        array = np.asarray(values[name], dtype=bool if boolean else np.float64)
+        if not boolean:
+            array = np.where(np.isnan(array), np.nan, array)  # one NaN bit pattern (empty chunks read as the fill)
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return int.from_bytes(digest.digest(), "little") or 1
+
+
+def read_unit(group: zarr.Group, p_index: int, m_index: int) -> dict[str, np.ndarray]:
+    """One unit's values as stored (``name -> array``, ``p`` and ``m`` of length 1)."""
+    out = {}
+    for name in stored_variables(group):
+        array = group[name]
+        out[name] = np.asarray(array[unit_region(array.metadata.dimension_names, p_index, m_index)])
+    return out
+
+
+def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """Finished units whose chunks do not match their checksum (or cannot be read).
+
+    Args:
+      group: an open store.
+      units: the units to check; None: every finished unit.
+
+    Returns:
+      The damaged ones, in the order given.
+    """
+    done = done_units(group)
+    if units is None:
+        units = [tuple(u) for u in np.argwhere(done).tolist()]
+    try:
+        stored = np.asarray(group[CHECKSUM][...], dtype=np.uint64)
+    except Exception:  # noqa: BLE001 - an unreadable checksum chunk: check unit by unit below
+        stored = None
+    damaged = []
+    for i, j in units:
+        try:
+            expected = int(stored[i, j]) if stored is not None else int(group[CHECKSUM][i, j])
+            ok = expected != 0 and unit_checksum(read_unit(group, i, j)) == expected
+        except Exception:  # noqa: BLE001 - a truncated or foreign chunk is damage, whatever the codec says
+            ok = False
+        if not ok:
+            damaged.append((i, j))
+    return damaged
+
+
+def unreadable_done_units(group: zarr.Group) -> list[tuple[int, int]]:
+    """Units whose ``done`` chunk cannot be read (they count as not done, see :func:`done_units`)."""
+    array = group["done"]
+    try:
+        array[...]
+        return []
+    except Exception:  # noqa: BLE001 - find which
+        pass
+    out = []
+    for i, j in np.ndindex(*array.shape):
+        try:
+            array[i, j]
+        except Exception:  # noqa: BLE001 - any decoding error
+            out.append((i, j))
+    return out
+
+
+def describe_units(spec_or_group: Any, units: list[tuple[int, int]], most: int = 4) -> str:
+    """``"(p=4, m=8), (p=8, m=16)"`` for the units ``(p index, m index)`` (the first ``most``)."""
+    p, m = np.asarray(spec_or_group["p"][...]), np.asarray(spec_or_group["m"][...])
+    text = ", ".join(f"(p={int(p[i])}, m={int(m[j])})" for i, j in units[:most])
+    return text + (f" and {len(units) - most} more" if len(units) > most else "")
+
+
+def write_unit(
+    group: zarr.Group,
+    spec: SweepSpec,
+    p_index: int,
+    m_index: int,
+    results: dict[str, np.ndarray],
+    generation: tuple[Path, str] | None = None,
+) -> None:
+    """Write one unit's chunks, then its checksum, then mark it done (a kill never leaves it half-marked).
+
+    Args:
+      group: the open store.
+      spec: its sweep.
+      p_index, m_index: the unit.
+      results: :func:`ppsweep.sweep.evaluate.evaluate_unit`'s arrays (dimensions ``spec.point_dims`` or
+        ``spec.table_dims``, as the store's arrays are named).
+      generation: ``(path, generation)``: checked before the values and before the done flag;
+        the store must still be the one this run opened (:func:`check_generation`).
+
+    Raises:
+      StoreError: the store was replaced since it was opened.
+    """
+    if generation is not None:
+        check_generation(*generation)
+    for name in stored_variables(results):
+        array = group[name]
+        array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
+    if generation is not None:
+        check_generation(*generation)
+    group[CHECKSUM][p_index, m_index] = unit_checksum(results)
+    group["done"][p_index, m_index] = True
+
+
+# ---- writers: a generation per layout, a lock per unit, a registration per run --------------------
+def store_generation(path: str | os.PathLike) -> str | None:
+    """The ``generation`` attribute on disk now (a new one each time a layout is created), or None."""
+    try:
+        with open(Path(path) / "zarr.json", encoding="utf-8") as f:
+            return json.load(f).get("attributes", {}).get("generation")
+    except (OSError, ValueError):
+        return None
+
+
+def check_generation(path: str | os.PathLike, generation: str) -> None:
+    """Raise :class:`StoreError` unless the store at ``path`` is still the layout of ``generation``."""
+    if store_generation(path) != generation:
+        raise StoreError(
+            f"{path}: the store was replaced or removed while this run was writing it (another run with "
+            "overwrite=true?); this run stopped before writing into it"
+        )
+
+
+def locks_dir(path: str | os.PathLike) -> Path:
+    """Directory of the store's lock files, beside it (``.NAME.zarr.locks``): replacing the store keeps it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.locks")
+
+
+def _lock(file: Path) -> filelock.BaseFileLock:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(str(file), thread_local=False)
+
+
+@contextlib.contextmanager
+def _registry(path: Path) -> Iterator[None]:
+    """Held while a writer registers and while ``overwrite`` checks for writers and replaces."""
+    with _lock(locks_dir(path) / "registry.lock"):
+        yield
+
+
+def active_writers(path: str | os.PathLike) -> int:
+    """Runs writing the store at ``path`` now (their registration locks are held); stale files are removed."""
+    count = 0
+    for file in sorted(locks_dir(path).glob("writer-*.lock")):
+        lock = _lock(file)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            count += 1
+            continue
+        lock.release()
+        with contextlib.suppress(OSError):
+            file.unlink()
+    return count
+
+
+@contextlib.contextmanager
+def registered_writer(path: str | os.PathLike) -> Iterator[None]:
+    """Register this run as a writer of the store at ``path`` for the ``with`` block.
+
+    While registered, ``overwrite=true`` from another run refuses. The registration is a lock
+    held by this process: it ends with the process, however that ends.
+    """
+    path = Path(path)
+    with _registry(path):
+        lock = _lock(locks_dir(path) / f"writer-{os.getpid()}-{uuid.uuid4().hex[:8]}.lock")
+        lock.acquire(timeout=0)
+    try:
+        yield
+    finally:
+        lock.release()
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink()
+
+
+def unit_lock(path: str | os.PathLike, p_index: int, m_index: int) -> filelock.BaseFileLock:
+    """The lock of unit ``(p_index, m_index)``: held while a run computes and writes it."""
+    return _lock(locks_dir(path) / f"unit-{p_index}-{m_index}.lock")
+
+
+def finish_store(group: zarr.Group, path: str | os.PathLike) -> bool:
+    """Mark the store complete when every unit is done; returns whether it is.
+
+    Idempotent and safe when several finishing shards call it at once: the attributes are
+    written only while the store on disk does not yet say ``complete``, and every metadata
+    write replaces its file whole.
+    """
+    complete = bool(np.all(done_units(group)))
+    if complete:
+        current = zarr.open_group(str(path), mode="r+")
+        if current.attrs.get("complete") is not True:
+            current.attrs.update({"complete": True, "finished": _now()})
+            _consolidate(Path(path))
+    return complete
+
+
+def missing_units(dataset: xr.Dataset) -> int:
+    """Units of work not yet written in an opened results dataset."""
+    return int((~dataset["done"].values).sum())
+
+
+def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, verify: bool = True, chunks: Any = None) -> xr.Dataset:
+    """Open a results store lazily with xarray, after checking it.
+
+    Args:
+      path: the ``.zarr`` directory.
+      allow_incomplete: open an unfinished store with an :class:`IncompleteStoreWarning`
+        saying how much is missing (its unfinished units read as NaN / not valid); if False,
+        raise :class:`StoreError` instead.
+      verify: check every finished unit against its checksum first (reads the whole store once).
+      chunks: passed to :func:`xarray.open_zarr`: None (default) for no dask, ``{}`` for dask
+        arrays with the store's own chunks (one per unit), or a mapping of dimension to size.
+
+    Returns:
+      The dataset (lazily loaded; dask-backed unless ``chunks`` is None).
+
+    Raises:
+      StoreError: no store, not a ppsweep store (or unreadable), or damaged units (named, with
+        the command that repairs them); always one line.
+    """
+    path = Path(path)
+    group = open_store(path)
+    unreadable = unreadable_done_units(group)
+    if unreadable:  # a damaged done chunk would raise inside the analysis later
+        raise StoreError(
+            f"{path}: the done flags of units {describe_units(group, unreadable)} are unreadable; "
+            "re-run the sweep's command to recompute those units"
+        ) from None
+    if verify:
+        damaged = damaged_units(group)
+        if damaged:
+            raise StoreError(
+                f"{path}: {len(damaged)} damaged unit{'s' if len(damaged) > 1 else ''} {describe_units(group, damaged)}: "
+                f"the chunks do not match the checksum written with them; "
+                f"python -m ppsweep.verify {path} --repair recomputes them"
+            )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            dataset = xr.open_zarr(str(path), chunks=chunks)
+    except Exception as error:  # noqa: BLE001 - one line whatever xarray or zarr raise
+        reason = str(error).splitlines()[0] if str(error) else ""
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason})") from None
+    missing = missing_units(dataset)
+    if missing:
+        total = int(dataset["done"].size)
+        message = (
+            f"{path}: sweep incomplete, {missing} of {total} (p, m) units missing "
+            "(they read as NaN and not done); re-run the sweep's command to finish it"
+        )
+        if not allow_incomplete:
+            raise StoreError(message)
+        warnings.warn(message, IncompleteStoreWarning, stacklevel=2)
+    return dataset
+
+
+def describe(attrs: dict[str, Any]) -> str:
+    """One line about a store's provenance."""
+    return f"sweep {attrs.get('sweep')!r}, ppsweep {attrs.get('ppsweep_version')}, created {attrs.get('created')}"

@@ -1,0 +1,109 @@
+"""``build_schedule``: from a name and ``(p, m, options)`` to a checked table."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ppsweep.schedules import SCHEDULES, get_schedule
+from ppsweep.tables.fast_realize import realize_fast, validate_fast
+from ppsweep.schedules.variants import split_label, typed_value
+from ppsweep.tables.table import ScheduleTable
+from ppsweep.tables.cache import cached_table
+
+
+class UnsupportedPointError(ValueError):
+    """A schedule that cannot run at this ``(p, m, options)``: a sweep marks it ``valid = False``."""
+
+
+def check_positive_int(field: str, value: Any, minimum: int) -> int:
+    """``value`` as an int, or a ValueError naming ``field`` and the accepted values."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+        raise ValueError(f"{field}: must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def resolve_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The schedule's options with defaults filled in; unknown names are an error.
+
+    ``name`` may be a variant label (``interleaved_1f1b@v=4``): its options come first, typed after
+    the defaults (:mod:`ppsweep.schedules.variants`), then ``options`` (which must not repeat them).
+    """
+    schedule = get_schedule(name)
+    _, texts = split_label(name)
+    fixed = {key: typed_value(name, key, text, schedule.option_names.get(key)) for key, text in texts.items()}
+    unknown = sorted((set(options) | set(fixed)) - set(schedule.option_names))
+    if unknown:
+        accepted = ", ".join(schedule.option_names) or "none"
+        raise ValueError(f"schedule {name!r}: unknown option {unknown[0]!r}; accepted: {accepted}")
+    twice = sorted(set(options) & set(fixed))
+    if twice:
+        raise ValueError(f"schedule {name!r}: option {twice[0]!r} is set by the label and again in its options")
+    return {**schedule.option_names, **fixed, **options}
+
+
+def why_unsupported(name: str, p: int, m: int, **options: Any) -> str | None:
+    """None where ``name`` can run at ``(p, m, options)``, else the reason."""
+    return get_schedule(name).why_unsupported(p, m, **resolve_options(name, options))
+
+
+def build_schedule(name: str, p: int, m: int, f_slots: int = 1, b_slots: int = 2, **options: Any) -> ScheduleTable:
+    """Build, realize and validate a schedule table.
+
+    Args:
+      name: a registered schedule (``gpipe``, ``1f1b``, …; see ``ppsweep.SCHEDULES``).
+      p: number of workers, at least 2.
+      m: number of microbatches, at least 1.
+      f_slots: slots a forward takes in the idealized table.
+      b_slots: slots a backward takes in the idealized table.
+      **options: schedule options (for instance ``waves`` for Hanayo).
+
+    Returns:
+      The valid :class:`ScheduleTable`.
+
+    Raises:
+      ValueError: a bad field, naming it and the accepted values.
+      UnsupportedPointError: the schedule cannot run at this point.
+    """
+    p = check_positive_int("p", p, 2)
+    m = check_positive_int("m", m, 1)
+    f_slots = check_positive_int("f_slots", f_slots, 1)
+    b_slots = check_positive_int("b_slots", b_slots, 1)
+    options = resolve_options(name, options)
+    # The option's type is part of the key: True == 1 must not return a table built for 1.
+    return _build_cached(name, p, m, f_slots, b_slots, tuple(sorted((k, type(v).__name__, v) for k, v in options.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> ScheduleTable:
+    schedule = get_schedule(name)
+    kwargs = {key: value for key, _, value in options}
+    reason = schedule.why_unsupported(p, m, **kwargs)
+    if reason:
+        raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
+
+    def build() -> ScheduleTable:
+        # Array versions of table.realize and validate.validate_table (the same results; they
+        # hand anything they do not handle to those references).
+        table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+        validate_fast(table)
+        return table
+
+    if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key
+        return build()
+    return cached_table(name, p, m, f_slots, b_slots, options, build)
+
+
+def bubble_formula(name: str, p: int, m: int, **options: Any) -> float:
+    """Closed-form bubble ratio of a schedule (NaN where it has none or cannot run)."""
+    if why_unsupported(name, p, m, **options):
+        return math.nan
+    return float(get_schedule(name).bubble_formula(p, m, **resolve_options(name, options)))
+
+
+def peak_activations_formula(name: str, p: int, m: int, **options: Any) -> float:
+    """Closed-form peak stored activations of a schedule (NaN where it has none or cannot run)."""
+    if why_unsupported(name, p, m, **options):
+        return math.nan
+    return float(get_schedule(name).peak_activations_formula(p, m, **resolve_options(name, options)))

@@ -1,0 +1,143 @@
+"""Built tables cached on disk, shared by runs, shards and processes.
+
+A table is a function of ``(schedule, p, m, options, f_slots, b_slots)`` and of the code that
+builds it. :func:`cached_table` keeps each built table in one file named by a hash of all of
+that, the code included (:func:`code_version`: the source of every module that takes part in
+building a table), so a change to any of them starts a fresh set of files: nothing is ever read
+back for a different table or a different code.
+
+Where: ``$PPSWEEP_TABLE_CACHE`` if set, else ``~/.cache/ppsweep/tables``; ``PPSWEEP_TABLE_CACHE=off``
+turns the cache off. Files are written under a temporary name in the same directory and renamed
+into place, so concurrent writers (shards, worker processes) never expose a partial file, and a
+file that cannot be read (damaged, foreign) is rebuilt and replaced. Old files are never used by
+newer code; delete the directory to reclaim the space.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ppsweep.tables.fast_realize import table_ops
+from ppsweep.tables.table import ScheduleTable
+
+#: Environment variable naming the cache directory (``off``: no cache).
+CACHE_ENV = "PPSWEEP_TABLE_CACHE"
+
+#: Tables with fewer cells than this are rebuilt rather than read (reading costs about as much).
+MIN_CELLS = 1 << 14
+
+_ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "stage_fractions")
+
+#: Modules whose source defines a built table (the schedules package is added whole).
+_MODULES = ("ops.py", "table.py", "fast_realize.py", "validate.py", "build.py", "cache.py")
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is off."""
+    value = os.environ.get(CACHE_ENV)
+    if value is not None and value.strip().lower() in ("off", "0", "false", "none", ""):
+        return None
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "ppsweep" / "tables"
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the source of every module that builds a table (schedules included)."""
+    tables = Path(__file__).resolve().parent
+    files = [tables / name for name in _MODULES] + sorted((tables.parent / "schedules").glob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def table_key(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> str:
+    """File name of a table: a hash of everything that defines it, the code's version included."""
+    text = json.dumps([name, p, m, f_slots, b_slots, [list(o) for o in options], code_version()])
+    return hashlib.sha256(text.encode()).hexdigest()[:32] + ".npz"
+
+
+def cached_table(
+    name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple, build: Callable[[], ScheduleTable]
+) -> ScheduleTable:
+    """The table from the cache, or ``build()`` (then stored when the table is large enough).
+
+    Args:
+      name, p, m, f_slots, b_slots: the table's definition.
+      options: the schedule's options as ``((key, type name, value), ...)``, sorted.
+      build: builds (and validates) the table when it is not cached.
+
+    Returns:
+      The table, equal array for array to what ``build()`` returns.
+    """
+    directory = cache_dir()
+    if directory is None:
+        return build()
+    path = directory / table_key(name, p, m, f_slots, b_slots, options)
+    if path.exists():
+        table = _read(path)
+        if table is not None:
+            return table
+    table = build()
+    # The file keeps the arrays the array paths read: tables they leave to the references (F&B
+    # pairs, a backward split for some operations only) are not stored.
+    if table.kind.size >= MIN_CELLS and table_ops(table) is not None:
+        _write(path, table)
+    return table
+
+
+def _read(path: Path) -> ScheduleTable | None:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {}
+            for key in _ARRAYS:
+                stored = data[key]
+                arrays[key] = stored.astype(meta["dtypes"][key], copy=False)
+    except (OSError, ValueError, KeyError, EOFError, json.JSONDecodeError):
+        return None  # damaged or foreign: rebuilt and replaced
+    return ScheduleTable(
+        name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
+        split_backward=meta["split_backward"], f_slots=meta["f_slots"], b_slots=meta["b_slots"],
+        options=meta["options"], **arrays,
+    )
+
+
+def _write(path: Path, table: ScheduleTable) -> None:
+    """Write ``table`` to ``path`` atomically (temporary file in the same directory, then rename)."""
+    arrays = {key: np.asarray(getattr(table, key)) for key in _ARRAYS}
+    meta = {
+        "name": table.name, "p": table.p, "m": table.m, "n_stages": table.n_stages,
+        "split_backward": bool(table.split_backward), "f_slots": table.f_slots, "b_slots": table.b_slots,
+        "options": table.options, "dtypes": {key: a.dtype.str for key, a in arrays.items()},
+    }
+    stored = {key: _narrow(a) for key, a in arrays.items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, meta=np.array(json.dumps(meta)), **stored)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass  # a read-only or full disk: the cache is an optimisation only
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """Integer arrays in the smallest integer type that holds them (restored on reading)."""
+    if a.dtype.kind != "i" or a.size == 0:
+        return a
+    small = np.promote_types(np.min_scalar_type(int(a.min())), np.min_scalar_type(int(a.max())))
+    return a.astype(small) if small.kind in "iu" and small.itemsize < a.dtype.itemsize else a

@@ -1,0 +1,508 @@
+"""``python -m ppsweep.explore STORE``: an interactive page to look at a results store.
+
+Usage::
+
+    python -m ppsweep.explore results/bandwidth.zarr                  # serve it on http://127.0.0.1:5006/
+    python -m ppsweep.explore results/bandwidth.zarr --html page.html # write a self-contained page
+
+The page (Bokeh, every script inline: it opens without a network) has
+
+- a **selector for every dimension** of the grid (``p``, ``m``, ``bandwidth``, ``latency``, and
+  ``comm``, ``compute``, ``sample`` or any other the store has);
+- the **winner map**: the fastest schedule (simulated step time) over bandwidth × latency at the
+  selected values of the other dimensions; ties have their own colour, the cell of the selected
+  bandwidth and latency is outlined; hover shows every schedule's step time and whether the
+  bubble formula picks another winner;
+- **step time** of every schedule against a swept axis (chosen with "x axis"), the others at
+  their selected values;
+- **memory** of the bottleneck worker per schedule at the selected ``(p, m)``: persistent, and
+  persistent plus peak activations (log scale; activations without recomputation, no cap unless
+  the system sets one);
+- where the store has a ``sample`` dimension (a noisy sweep), **P(win)**: the share of samples in
+  which each schedule is among the fastest, and the **regret** of choosing by the formula or the
+  table: the mean over samples of ``t_sim(chosen) / t_sim(fastest) − 1``, where the chosen
+  schedule is the first of the formula's (table's) winners in store order.
+
+Values are shown in the unit of their magnitude (:mod:`ppsweep.viz.display`). The page's address may
+carry a selection, ``page.html#p=8&m=32&x=latency``, which sets the selectors when it opens.
+
+All of a store's values are embedded in the page; past :data:`MAX_VALUES` values, select a part
+with ``--sel DIM=VALUE[,VALUE...]`` (e.g. ``--sel p=8 --sel latency=5e-7``). Bad input prints one
+line ``error: ...`` and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+
+from ppsweep.cli.support import OneLineParser, UsageError, run_command
+
+#: At most this many values of ``t_sim`` are embedded in a page.
+MAX_VALUES = 4_000_000
+#: One colour per schedule (store order), and colours of ties, as in the PNG figures.
+SCHEDULE_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
+TIE_COLORS = ["#B0C4DE", "#F5DEB3", "#D8BFD8", "#C1E1C1", "#FFDAB9", "#E0E0E0"]
+#: Dimensions the winner map spans.
+MAP_DIMS = ("bandwidth", "latency")
+
+MEMORY_NOTE = (
+    "Activations as the cost model counts them: every stored microbatch-stage, no recomputation, no offloading. "
+    "Without <code>system.memory_capacity</code> no point is marked invalid, so a schedule that stores all m "
+    "microbatches (GPipe) can need more than any device has."
+)
+
+
+def _label(value: Any) -> str:
+    """Text of a coordinate value in selectors and the page's address."""
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.4g}"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return str(value)
+
+
+def _edges(values: np.ndarray) -> np.ndarray:
+    """Cell edges around sorted positive values, halfway in log space (the winner map's cells)."""
+    x = np.log10(np.asarray(values, dtype=float))
+    if len(x) == 1:
+        edges = np.array([x[0] - 0.5, x[0] + 0.5])
+    else:
+        mid = (x[1:] + x[:-1]) / 2
+        edges = np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+    return 10.0**edges
+
+
+def select_part(dataset: xr.Dataset, selections: Sequence[str]) -> xr.Dataset:
+    """``dataset`` restricted by ``DIM=VALUE[,VALUE...]`` selections (values as the selectors show them).
+
+    Raises:
+      UsageError: a malformed selection, an unknown dimension or value.
+    """
+    for text in selections:
+        dim, sep, values = text.partition("=")
+        if not sep or not values:
+            raise UsageError(f"--sel: expected DIM=VALUE[,VALUE...], got {text!r}")
+        if dim not in dataset["t_sim"].dims:
+            raise UsageError(f"--sel: {dim!r} is not a dimension of the store; choose one of {', '.join(dataset['t_sim'].dims)}")
+        labels = [_label(v) for v in dataset[dim].values]
+        index = []
+        for value in values.split(","):
+            matches = [k for k, label in enumerate(labels) if label == value or _same_number(label, value)]
+            if not matches:
+                raise UsageError(f"--sel: {dim} has no value {value!r}; it has {', '.join(labels)}")
+            index.append(matches[0])
+        dataset = dataset.isel({dim: index})
+    return dataset
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def page_data(dataset: xr.Dataset) -> dict[str, Any]:
+    """Everything the page's script needs, computed from the store (numpy arrays and lists).
+
+    Args:
+      dataset: a results dataset (:func:`ppsweep.analysis.load`), possibly a part of a store.
+
+    Returns:
+      A dict: ``dims`` (grid dimensions in order), ``labels`` (per dimension, the selectors'
+      texts), ``t`` (masked ``t_sim`` in seconds, schedule-major, flattened), ``winner`` (winner
+      masks over the grid), ``flip`` (1 where the sim winners and the formula winners are
+      disjoint), memory arrays over ``(schedule, p, m)``, colours and labels of the winner codes,
+      and, with a ``sample`` dimension, ``pwin`` and ``regret`` over the grid without it.
+    """
+    from ppsweep.analysis import masked, schedules, stability, winner_label
+    from ppsweep.viz.display import byte_unit, time_unit
+
+    names = schedules(dataset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        st = stability(dataset).compute()
+        t_sim = masked(dataset, "t_sim").compute()
+    dims = list(st["winner_sim"].dims)
+    t = np.asarray(t_sim.transpose("schedule", *dims).values, dtype=float)
+    winner = np.asarray(st["winner_sim"].values, dtype=np.int64)
+    flip = np.nan_to_num(np.asarray(st["disagree_formula"].values, dtype=float), nan=0.0)
+    codes = sorted(int(c) for c in np.unique(winner))
+    singles = [c for c in codes if c > 0 and c & (c - 1) == 0]
+    ties = [c for c in codes if c > 0 and c & (c - 1) != 0]
+    colors = {str(c): SCHEDULE_COLORS[(int(c).bit_length() - 1) % len(SCHEDULE_COLORS)] for c in singles}
+    colors.update({str(c): TIE_COLORS[k % len(TIE_COLORS)] for k, c in enumerate(ties)})
+    colors["-1"] = "#FFFFFF"
+    labels = {str(c): winner_label(c, names, sep=" = ") + (" (tie)" if c in ties else "") for c in codes}
+    persistent = np.asarray(masked(dataset, "persistent_bytes").transpose("schedule", "p", "m").values, dtype=float)
+    peak = persistent + np.asarray(masked(dataset, "peak_activation_bytes").transpose("schedule", "p", "m").values, dtype=float)
+    t_size, t_unit = time_unit(t)
+    b_size, b_unit = byte_unit(peak)
+    data: dict[str, Any] = {
+        "names": names,
+        "dims": dims,
+        "sizes": [int(st.sizes[d]) for d in dims],
+        "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
+        "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
+        "t": t.ravel(),
+        "winner": winner.ravel().astype(np.float64),
+        "flip": flip.ravel(),
+        "colors": colors,
+        "code_labels": labels,
+        "t_unit": [t_size, t_unit],
+        "b_unit": [b_size, b_unit],
+        "persistent": persistent.ravel(),
+        "peak": peak.ravel(),
+        "pm_sizes": [int(dataset.sizes["p"]), int(dataset.sizes["m"])],
+        "map": {d: _edges(np.sort(np.asarray(dataset[d].values, dtype=float))).tolist() for d in MAP_DIMS},
+        "map_order": {d: np.argsort(np.asarray(dataset[d].values, dtype=float), kind="stable").tolist() for d in MAP_DIMS},
+        "has_sample": "sample" in dims,
+    }
+    if "sample" in dims:
+        data.update(_sample_data(dataset, st, t_sim, dims, names))
+    return data
+
+
+def _first_member(codes: np.ndarray) -> np.ndarray:
+    """Index of the first schedule (lowest bit) in each winner mask; -1 where the mask is -1 (none)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    lowest = np.where(codes > 0, codes & -codes, 1)
+    return np.where(codes > 0, np.log2(lowest).astype(np.int64), -1)
+
+
+def _sample_data(dataset: xr.Dataset, st: xr.Dataset, t_sim: xr.DataArray, dims: list[str], names: list[str]) -> dict[str, Any]:
+    """P(win) per schedule and the regret of choosing by formula / table, over the grid without ``sample``."""
+    winner = st["winner_sim"]
+    known = winner >= 0
+    bits = xr.DataArray(np.int64(1) << np.arange(len(names), dtype=np.int64), dims="schedule")
+    wins = ((winner & bits) != 0) & known
+    pwin = wins.sum("sample") / known.sum("sample").where(known.sum("sample") > 0)
+    best = t_sim.min("schedule")
+    regret = {}
+    for by in ("formula", "table"):
+        code = st[f"winner_{by}"]
+        first = xr.apply_ufunc(_first_member, code)
+        chosen = t_sim.isel(schedule=xr.where(first >= 0, first, 0)).where(first >= 0)
+        regret[by] = (chosen / best - 1).mean("sample", skipna=True)
+    rest = [d for d in dims if d != "sample"]
+    return {
+        "pwin": np.asarray(pwin.transpose("schedule", *rest).values, dtype=float).ravel(),
+        "regret_formula": np.asarray(regret["formula"].transpose(*rest).values, dtype=float).ravel(),
+        "regret_table": np.asarray(regret["table"].transpose(*rest).values, dtype=float).ravel(),
+    }
+
+
+# The page's script: recomputes every plot's data from the selectors. `D` is page_data's dict.
+_UPDATE_JS = r"""
+const D = data;
+const dims = D.dims, sizes = D.sizes, S = D.names.length;
+const strides = new Array(dims.length); { let s = 1; for (let a = dims.length - 1; a >= 0; a--) { strides[a] = s; s *= sizes[a]; } }
+const G = sizes.reduce((a, b) => a * b, 1);
+function sel(dim) { const k = D.labels[dim].indexOf(selects[dim].value); return k < 0 ? 0 : k; }
+function flat(fixed) { let k = 0; for (let a = 0; a < dims.length; a++) k += fixed[dims[a]] * strides[a]; return k; }
+function current() { const f = {}; for (const d of dims) f[d] = sel(d); return f; }
+function fmt(v, size, unit) { return Number.isFinite(v) ? (v / size).toPrecision(4) + " " + unit : "n/a"; }
+const [ts, tu] = D.t_unit, [bs, bu] = D.b_unit;
+const cur = current();
+
+// winner map over bandwidth x latency
+const bw = D.map_order.bandwidth, lat = D.map_order.latency, eb = D.map.bandwidth, el = D.map.latency;
+const m = {left: [], right: [], bottom: [], top: [], color: [], winner: [], flip: [], bandwidth: [], latency: [], line: []};
+for (let s = 0; s < S; s++) m["t" + s] = [];
+for (let i = 0; i < bw.length; i++) for (let j = 0; j < lat.length; j++) {
+  const f = Object.assign({}, cur, {bandwidth: bw[i], latency: lat[j]});
+  const g = flat(f), code = String(D.winner[g]);
+  m.left.push(eb[i]); m.right.push(eb[i + 1]); m.bottom.push(el[j]); m.top.push(el[j + 1]);
+  m.color.push(D.colors[code] || "#FFFFFF"); m.winner.push(D.code_labels[code] || "none");
+  m.flip.push(D.flip[g] == 1 ? "yes: the formula picks another schedule" : "no");
+  m.bandwidth.push(D.labels.bandwidth[bw[i]]); m.latency.push(D.labels.latency[lat[j]]);
+  m.line.push(bw[i] == cur.bandwidth && lat[j] == cur.latency ? 3 : 0);
+  for (let s = 0; s < S; s++) m["t" + s].push(fmt(D.t[s * G + g], ts, tu));
+}
+map_source.data = m;
+
+// step time against the chosen axis
+const xd = xaxis.value;
+for (let s = 0; s < S; s++) {
+  const l = {x: [], y: [], label: [], value: []};
+  for (let k = 0; k < D.labels[xd].length; k++) {
+    const f = Object.assign({}, cur); f[xd] = k;
+    const v = D.t[s * G + flat(f)];
+    if (Number.isFinite(v)) { l.x.push(D.values[xd][k]); l.y.push(v / ts); l.label.push(D.labels[xd][k]); l.value.push(fmt(v, ts, tu)); }
+  }
+  l.order = l.x.map((_, k) => k).sort((a, b) => l.x[a] - l.x[b]);
+  line_sources[s].data = {x: l.order.map(k => l.x[k]), y: l.order.map(k => l.y[k]), label: l.order.map(k => l.label[k]), value: l.order.map(k => l.value[k])};
+}
+line_axis.axis_label = xd;
+
+// memory at the selected (p, m)
+const [P, M] = D.pm_sizes, ip = cur.p, im = cur.m;
+const mem = {schedule: [], persistent: [], peak: [], persistent_text: [], peak_text: [], color: [], floor: []};
+let lowest = Infinity;
+for (let s = 0; s < S; s++) { const v = D.persistent[(s * P + ip) * M + im]; if (Number.isFinite(v) && v > 0) lowest = Math.min(lowest, v / bs); }
+for (let s = 0; s < S; s++) {
+  const k = (s * P + ip) * M + im, a = D.persistent[k], b = D.peak[k];
+  mem.schedule.push(D.names[s]); mem.persistent.push(Number.isFinite(a) ? a / bs : NaN); mem.peak.push(Number.isFinite(b) ? b / bs : NaN);
+  mem.persistent_text.push(fmt(a, bs, bu)); mem.peak_text.push(fmt(b, bs, bu)); mem.color.push(colors[s]);
+  mem.floor.push(Number.isFinite(lowest) ? lowest / 10 : 1e-3);
+}
+mem_source.data = mem;
+
+// samples: P(win) and regret over the grid without `sample`
+if (D.has_sample) {
+  const rest = dims.filter(d => d != "sample");
+  const rs = rest.map(d => sizes[dims.indexOf(d)]);
+  let k = 0, stride = 1;
+  for (let a = rest.length - 1; a >= 0; a--) { k += cur[rest[a]] * stride; stride *= rs[a]; }
+  const R = stride;
+  const pw = {schedule: [], pwin: [], text: [], color: []};
+  for (let s = 0; s < S; s++) { const v = D.pwin[s * R + k]; pw.schedule.push(D.names[s]); pw.pwin.push(Number.isFinite(v) ? v : 0); pw.text.push(Number.isFinite(v) ? (100 * v).toFixed(1) + " %" : "n/a"); pw.color.push(colors[s]); }
+  pwin_source.data = pw;
+  const rf = D.regret_formula[k], rt = D.regret_table[k];
+  regret_source.data = {by: ["formula", "table"], regret: [Number.isFinite(rf) ? 100 * rf : 0, Number.isFinite(rt) ? 100 * rt : 0],
+                        text: [Number.isFinite(rf) ? (100 * rf).toFixed(2) + " %" : "n/a", Number.isFinite(rt) ? (100 * rt).toFixed(2) + " %" : "n/a"]};
+}
+
+// status line
+const g0 = flat(cur), code0 = String(D.winner[g0]);
+status.text = "<b>Selected point</b>: " + dims.map(d => d + "=" + D.labels[d][cur[d]]).join(", ") +
+  " &mdash; fastest: <b>" + (D.code_labels[code0] || "none") + "</b>";
+"""
+
+# Run once when the page opens: apply the address's #dim=value&x=axis selection, then draw.
+_READY_JS = r"""
+const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+for (const [key, value] of params) {
+  if (key == "x" && xaxis.options.includes(value)) { xaxis.value = value; continue; }
+  const w = selects[key];
+  if (!w) continue;
+  const match = w.options.find(o => o == value || (Number.isFinite(parseFloat(o)) && parseFloat(o) == parseFloat(value)));
+  if (match !== undefined) w.value = match;
+}
+update.execute(null);
+"""
+
+
+def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
+    """The page as a Bokeh document.
+
+    Args:
+      dataset: a results dataset (or a part of one).
+      title: the page's title.
+
+    Returns:
+      A :class:`bokeh.document.Document` whose interactivity is all in the browser (CustomJS).
+    """
+    from bokeh.document import Document
+    from bokeh.events import DocumentReady
+    from bokeh.layouts import column, row
+    from bokeh.models import ColumnDataSource, CustomJS, Div, FactorRange, HoverTool, Legend, Select
+    from bokeh.plotting import figure
+    from bokeh.transform import dodge
+
+    data = page_data(dataset)
+    names, dims = data["names"], data["dims"]
+    colors = [SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)] for k in range(len(names))]
+    t_unit, b_unit = data["t_unit"][1], data["b_unit"][1]
+
+    selects = {d: Select(title=d, value=data["labels"][d][0], options=data["labels"][d], name=f"select_{d}", width=130) for d in dims}
+    numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in data["values"][d]) and len(data["labels"][d]) > 1]
+    x_choices = numeric or [d for d in dims if d in MAP_DIMS]
+    xaxis = Select(title="x axis (step time)", value="bandwidth" if "bandwidth" in x_choices else x_choices[0], options=x_choices, name="select_x", width=160)
+
+    map_columns = ["left", "right", "bottom", "top", "color", "winner", "flip", "bandwidth", "latency", "line"] + [f"t{k}" for k in range(len(names))]
+    map_source = ColumnDataSource({c: [] for c in map_columns}, name="map_source")
+    map_fig = figure(title="Fastest schedule (simulated step time)", x_axis_type="log", y_axis_type="log", width=620, height=430,
+                     x_axis_label="bandwidth (B/s)", y_axis_label="latency (s)", tools="pan,wheel_zoom,box_zoom,reset,save", name="winner_map")
+    map_fig.quad(left="left", right="right", bottom="bottom", top="top", fill_color="color", line_color="black", line_width="line", source=map_source)
+    tooltips = [("bandwidth", "@bandwidth B/s"), ("latency", "@latency s"), ("fastest", "@winner")]
+    tooltips += [(f"t_sim {n}", f"@t{k}") for k, n in enumerate(names)]
+    tooltips.append(("flip vs formula", "@flip"))
+    map_fig.add_tools(HoverTool(tooltips=tooltips))
+    legend = Div(text=_legend_html(data), width=260, name="legend")
+
+    line_fig = figure(title="Step time", x_axis_type="log", y_axis_type="log", width=620, height=360,
+                      y_axis_label=f"t_sim ({t_unit})", tools="pan,wheel_zoom,box_zoom,reset,save", name="step_time")
+    line_sources = []
+    for k, name in enumerate(names):
+        source = ColumnDataSource({"x": [], "y": [], "label": [], "value": []}, name=f"line_{name}")
+        line_fig.line("x", "y", source=source, color=colors[k], line_width=2, legend_label=name)
+        line_fig.scatter("x", "y", source=source, color=colors[k], size=6, legend_label=name)
+        line_sources.append(source)
+    line_fig.add_tools(HoverTool(tooltips=[("x", "@label"), ("t_sim", "@value")]))
+    line_fig.legend.location = "top_right"
+    line_fig.legend.click_policy = "hide"
+
+    mem_source = ColumnDataSource({"schedule": [], "persistent": [], "peak": [], "persistent_text": [], "peak_text": [], "color": [], "floor": []}, name="memory_source")
+    mem_fig = figure(title="Peak memory of the bottleneck worker at the selected (p, m)", x_range=FactorRange(*names), y_axis_type="log",
+                     width=620, height=330, y_axis_label=b_unit, tools="save", name="memory")
+    solid = mem_fig.vbar(x=dodge("schedule", -0.2, range=mem_fig.x_range), top="persistent", bottom="floor", width=0.35, source=mem_source, fill_color="color", line_color=None)
+    light = mem_fig.vbar(x=dodge("schedule", 0.2, range=mem_fig.x_range), top="peak", bottom="floor", width=0.35, source=mem_source, fill_color="color", fill_alpha=0.4, line_color=None)
+    mem_fig.add_tools(HoverTool(tooltips=[("schedule", "@schedule"), ("persistent", "@persistent_text"), ("peak", "@peak_text")]))
+    mem_fig.add_layout(Legend(items=[("persistent", [solid]), ("persistent + peak activations", [light])], orientation="horizontal"), "below")
+    mem_note = Div(text=f"<small>{MEMORY_NOTE}</small>", width=620)
+
+    status = Div(text="", width=1250, name="status")
+    args: dict[str, Any] = dict(data=data, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
+                                line_axis=line_fig.xaxis[0], mem_source=mem_source, status=status, colors=colors)
+    sample_panels = []
+    if data["has_sample"]:
+        pwin_source = ColumnDataSource({"schedule": [], "pwin": [], "text": [], "color": []}, name="pwin_source")
+        pwin_fig = figure(title="P(win): share of samples where the schedule is fastest", x_range=FactorRange(*names), y_range=(0, 1.05),
+                          width=620, height=300, tools="save", name="pwin")
+        pwin_fig.vbar(x="schedule", top="pwin", width=0.6, source=pwin_source, fill_color="color", line_color=None)
+        pwin_fig.add_tools(HoverTool(tooltips=[("schedule", "@schedule"), ("P(win)", "@text")]))
+        regret_source = ColumnDataSource({"by": [], "regret": [], "text": []}, name="regret_source")
+        regret_fig = figure(title="Regret of choosing by formula / table (mean over samples)", x_range=FactorRange("formula", "table"),
+                            width=620, height=300, y_axis_label="%", tools="save", name="regret")
+        regret_fig.vbar(x="by", top="regret", width=0.5, source=regret_source, fill_color="#8172B3", line_color=None)
+        regret_fig.add_tools(HoverTool(tooltips=[("chosen by", "@by"), ("regret", "@text")]))
+        args.update(pwin_source=pwin_source, regret_source=regret_source)
+        sample_panels = [row(pwin_fig, regret_fig)]
+    update = CustomJS(args=args, code=_UPDATE_JS)
+    for widget in [*selects.values(), xaxis]:
+        widget.js_on_change("value", update)
+
+    header = Div(text=f"<h2 style='margin:4px 0'>{title}</h2><p style='margin:0'>{_describe(dataset)}</p>", width=1250)
+    layout = column(
+        header,
+        row(*selects.values(), xaxis),
+        status,
+        row(map_fig, legend),
+        row(line_fig, column(mem_fig, mem_note)),
+        *sample_panels,
+        name="page",
+    )
+    document = Document()
+    document.add_root(layout)
+    document.title = title
+    document.js_on_event(DocumentReady, CustomJS(args=dict(selects=selects, xaxis=xaxis, update=update), code=_READY_JS))
+    return document
+
+
+def _legend_html(data: dict[str, Any]) -> str:
+    items = [
+        f"<div><span style='display:inline-block;width:14px;height:14px;background:{data['colors'][code]};border:1px solid #999;"
+        f"vertical-align:middle;margin-right:6px'></span>{label}</div>"
+        for code, label in data["code_labels"].items()
+        if code != "-1"
+    ]
+    return "<b>fastest schedule</b>" + "".join(items) + "<div style='margin-top:6px'><small>outlined: the selected bandwidth and latency</small></div>"
+
+
+def _describe(dataset: xr.Dataset) -> str:
+    from ppsweep.store.results import describe
+
+    grid = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
+    return f"{describe(dict(dataset.attrs))}; grid: {grid}"
+
+
+def page_html(dataset: xr.Dataset, title: str = "ppsweep explorer") -> str:
+    """The page as one self-contained HTML string (BokehJS inline, no network needed)."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    return file_html(build_page(dataset, title), INLINE, title)
+
+
+def _check_size(dataset: xr.Dataset) -> None:
+    size = int(dataset["t_sim"].size)
+    if size > MAX_VALUES:
+        dims = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
+        raise UsageError(
+            f"the store has {size:,} values of t_sim ({dims}); the page embeds at most {MAX_VALUES:,}: "
+            "select a part with --sel DIM=VALUE[,VALUE...], e.g. --sel p=8"
+        )
+
+
+def serve(html: str, port: int, open_browser: bool = True) -> None:
+    """Serve ``html`` on ``http://127.0.0.1:PORT/`` until interrupted (Ctrl-C)."""
+    directory = tempfile.mkdtemp(prefix="ppsweep-explore-")
+    Path(directory, "index.html").write_text(html, encoding="utf-8")
+    handler = functools.partial(_QuietHandler, directory=directory)
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as error:
+        raise UsageError(f"--port: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); choose another port") from None
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    print(f"serving the explorer on {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="python -m ppsweep.explore",
+        allow_abbrev=False,
+        description="An interactive page of a ppsweep results store: winner map, step time, memory, P(win) and regret.",
+        epilog="example: python -m ppsweep.explore results/bandwidth.zarr --html bandwidth.html",
+    )
+    parser.add_argument("store", help="a results store written by python -m ppsweep (results/<name>.zarr)")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained page to FILE instead of serving it")
+    parser.add_argument("--port", type=int, default=5006, help="port to serve on (default 5006; 0: any free port)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser when serving")
+    parser.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE[,VALUE...]", help="keep only these values of a dimension (repeatable)")
+    return parser
+
+
+def run(argv: list[str] | None = None) -> str:
+    """Everything but printing errors: writes or serves the page; returns the text to print."""
+    from ppsweep.analysis import load
+    from ppsweep.store.results import IncompleteStoreWarning
+
+    args = _parser().parse_args(argv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IncompleteStoreWarning)
+        dataset = load(args.store)
+    for w in caught:
+        if issubclass(w.category, IncompleteStoreWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+    dataset = select_part(dataset, args.sel)
+    _check_size(dataset)
+    title = f"ppsweep explorer: {Path(args.store).name}"
+    html = page_html(dataset, title)
+    if args.html:
+        path = Path(args.html)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(html, encoding="utf-8")
+        except OSError as error:
+            raise UsageError(f"--html: cannot write {path}: {error.strerror or error}") from None
+        return f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB, self-contained)"
+    serve(html, args.port, open_browser=not args.no_browser)
+    return "stopped"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status (0, or 2 after one ``error:`` line on stderr)."""
+    from ppsweep.analysis import AnalysisError
+
+    return run_command(lambda: run(argv), (AnalysisError,))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
