@@ -37,7 +37,7 @@ def test_trace_prints_the_step_time_in_the_unit_of_its_magnitude(capsys, tmp_pat
 
 
 def _imports(module: str) -> set[str]:
-    tree = ast.parse((ROOT / "ppsweep" / f"{module}.py").read_text())
+    tree = ast.parse((ROOT / "ppsweep" / "viz" / f"{module}.py").read_text())
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
