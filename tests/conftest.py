@@ -89,11 +89,17 @@ def mode_cover(cases, modes, full=lambda case: False, per_case=2):
         start = seen.setdefault(key, [len(seen), 0])  # the variant's ordinal staggers the rotation
         k = start[0] + start[1]
         start[1] += 1
-        step = max(1, len(modes) // per_case)
-        pairs += [(case, modes[(k + j * step) % len(modes)]) for j in range(per_case)]
+        pairs += [(case, mode) for mode in rotated_modes(modes, k, per_case)]
     return pairs
 
 
-def cover_id(pair) -> str:
-    case, mode = pair
-    return f"{case_id(case)}-{mode}"
+def rotated_modes(modes, k: int, n: int = 2) -> list[str]:
+    """The ``k``-th of a rotation of ``n`` modes each: ``modes[k]``, then evenly spaced ones; any
+    ``len(modes) // n`` consecutive values of ``k`` together give every mode."""
+    step = max(1, len(modes) // n)
+    return [modes[(k + j * step) % len(modes)] for j in range(n)]
+
+
+def cover_ids(pairs) -> list[str]:
+    """Test ids of :func:`mode_cover`'s pairs: ``case_id-mode``."""
+    return [f"{case_id(case)}-{mode}" for case, mode in pairs]
