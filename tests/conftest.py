@@ -68,3 +68,38 @@ def small_store(tmp_path_factory):
     )
     run_sweep(spec, path, "", progress=False)
     return path
+
+
+def mode_cover(cases, modes, full=lambda case: False, per_case=2):
+    """``(case, mode)`` pairs covering ``cases`` × ``modes`` with fewer engine compilations.
+
+    A case for which ``full(case)`` holds runs every mode; every other case runs ``per_case`` modes,
+    rotating with its place among the cases of the same schedule and options (staggered by the
+    variant's ordinal), so that each schedule and variant with two such cases still meets every
+    mode, and each mode is met at every size (each mode at a table's shape
+    is one JAX compilation, which is what these tests spend their time on).
+    """
+    pairs, seen = [], {}
+    for case in cases:
+        name, _, _, options = case
+        if full(case):
+            pairs += [(case, mode) for mode in modes]
+            continue
+        key = (name, tuple(sorted(options.items())))
+        start = seen.setdefault(key, [len(seen), 0])  # the variant's ordinal staggers the rotation
+        k = start[0] + start[1]
+        start[1] += 1
+        pairs += [(case, mode) for mode in rotated_modes(modes, k, per_case)]
+    return pairs
+
+
+def rotated_modes(modes, k: int, n: int = 2) -> list[str]:
+    """The ``k``-th of a rotation of ``n`` modes each: ``modes[k]``, then evenly spaced ones; any
+    ``len(modes) // n`` consecutive values of ``k`` together give every mode."""
+    step = max(1, len(modes) // n)
+    return [modes[(k + j * step) % len(modes)] for j in range(n)]
+
+
+def cover_ids(pairs) -> list[str]:
+    """Test ids of :func:`mode_cover`'s pairs: ``case_id-mode``."""
+    return [f"{case_id(case)}-{mode}" for case, mode in pairs]

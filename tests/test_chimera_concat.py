@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ppsweep
+from conftest import rotated_modes
 from ppsweep.tables.build import why_unsupported
 from ppsweep.costs import ModelConfig, SystemConfig, memory_figures
 from ppsweep.engine.core import simulate
@@ -154,9 +155,14 @@ def test_backward_halving_costs_use_half_microbatches():
     np.testing.assert_allclose(2 * halving.t_f, direct.t_f, rtol=1e-9)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("concat,p,m", [("forward_doubling", 4, 8), ("forward_doubling", 6, 12), ("backward_halving", 4, 8),
-                                        ("backward_halving", 2, 4)])
+#: Forward doubling at p=6, m=12 (a size tests/test_engine.py does not run) in every mode; the
+#: others (which tests/test_engine.py also runs in every mode at p=4, m=8) in two modes each, rotating.
+ENGINE_CASES = [("forward_doubling", 6, 12, mode) for mode in MODES] + [
+    (*case, mode) for k, case in enumerate([("forward_doubling", 4, 8), ("backward_halving", 4, 8), ("backward_halving", 2, 4)])
+    for mode in rotated_modes(MODES, k)]
+
+
+@pytest.mark.parametrize("concat,p,m,mode", ENGINE_CASES)
 def test_engine_equals_reference_on_random_points(concat, p, m, mode):
     table = build(p, m, concat)
     S, n = table.n_stages, 3

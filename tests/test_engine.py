@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import case_id, supported_cases
+from conftest import case_id, cover_ids, mode_cover, supported_cases
 from ppsweep import build_schedule
 from ppsweep.engine.core import MODES, simulate
 from ppsweep.engine.reference import reference_simulate
@@ -31,8 +31,12 @@ def random_costs(rng: np.random.Generator, n_stages: int, n: int) -> dict[str, n
     }
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+COVER = mode_cover(CASES, MODES, full=lambda c: c[1:3] == (4, 8))
+
+
+# Every case in two of the modes (rotating, so each schedule and variant meets every mode), and
+# every mode at p=4, m=8: each (table, mode) is one JAX compilation, the time these tests take.
+@pytest.mark.parametrize("case, mode", COVER, ids=cover_ids(COVER))
 def test_engine_matches_reference(case, mode):
     name, p, m, options = case
     table = build_schedule(name, p, m, **options)

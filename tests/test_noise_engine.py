@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import rotated_modes
+
 from ppsweep import build_schedule
 from ppsweep.engine.core import MODES, simulate
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, reference_inputs
@@ -25,9 +27,12 @@ def _stage_times(table):
     return t_f, 2.1 * t_f
 
 
-@pytest.mark.parametrize("name, p, m", [("gpipe", 4, 4), ("1f1b", 4, 6), ("chimera", 4, 4), ("hanayo", 4, 4),
-                                         ("dualpipe", 4, 8), ("dualpipev", 3, 6)])
-@pytest.mark.parametrize("mode", MODES)
+NOISY_CASES = [("gpipe", 4, 4), ("1f1b", 4, 6), ("chimera", 4, 4), ("hanayo", 4, 4), ("dualpipe", 4, 8), ("dualpipev", 3, 6)]
+
+
+#: Each schedule in two modes, rotating (every mode meets three schedules, pairs F&B included):
+#: each (table, mode) is one compilation of the noisy scan.
+@pytest.mark.parametrize("name, p, m, mode", [(*case, mode) for k, case in enumerate(NOISY_CASES) for mode in rotated_modes(MODES, k)])
 def test_engine_matches_reference_on_its_own_draws(name, p, m, mode):
     # DualPipe and DualPipeV: overlapped pairs F&B, each half with its own draws (tests/test_noise_pairs.py)
     table = build_schedule(name, p, m)
