@@ -11,6 +11,7 @@ Ctrl-C before the heavy imports.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any, Callable
 
@@ -60,3 +61,8 @@ def lazy_exports(module: str, exports: dict[str, str]) -> tuple[Callable[[str], 
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it), at least 1."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

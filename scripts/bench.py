@@ -47,7 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ppsweep import build_schedule  # noqa: E402
+from ppsweep import build_schedule, usable_cores  # noqa: E402
 from ppsweep.engine import envelope as envelope_mod  # noqa: E402
 from ppsweep.engine.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
@@ -73,7 +73,7 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
         f"nproc={cores}, CPU: {model}, JAX {jax.__version__} on {len(jax.devices())} {jax.devices()[0].platform} "

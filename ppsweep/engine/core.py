@@ -29,7 +29,6 @@ Two methods compute the same results (``method``):
 from __future__ import annotations
 
 import functools
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -38,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppsweep import usable_cores
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.engine.compiled import CompiledTable, ScanShape, bucket, compiled_for
@@ -448,7 +448,7 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
 def _scan_workers() -> int:
     """Threads that run scan tiles side by side on one device (every core: XLA's CPU kernels of a
     tile this small use one core each)."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return usable_cores()
 
 
 def _placement(n_devices: int):

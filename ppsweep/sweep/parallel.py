@@ -23,6 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 
 import numpy as np
 
+from ppsweep import usable_cores
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.evaluate import evaluate_unit
 from ppsweep.sweep.timing import take
@@ -48,10 +49,9 @@ def default_workers(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> int:
     """
     from ppsweep.sweep.estimate import estimate
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if len(units) < 2 or estimate(spec, units).seconds < MIN_SECONDS:
         return 1
-    return max(1, min(cores, len(units)))
+    return max(1, min(usable_cores(), len(units)))
 
 
 def largest_first(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
