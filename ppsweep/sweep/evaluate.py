@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import xarray as xr
 
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.sweep.config import SweepSpec
@@ -20,7 +19,7 @@ from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.engine.program import program_for
 from ppsweep.sweep.ranking import rank_lower_better
-from ppsweep.store.results import booleans, variables
+from ppsweep.store.schema import booleans, variables
 from ppsweep.sweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
@@ -38,16 +37,17 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
     """
     p, m = spec.p[p_index], spec.m[m_index]
 
-    def empty(dims: tuple[str, ...], fill: float | bool = np.nan) -> xr.DataArray:
-        shape = tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims)))
-        return xr.DataArray(np.full(shape, fill), dims=dims)
+    def empty(kind: str, fill: float | bool = np.nan) -> np.ndarray:
+        dims = spec.dims_of(kind)
+        return np.full(tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims))), fill)
 
-    out = {name: empty(spec.dims_of(kind)) for name, (kind, _, _) in variables(spec).items()}
+    # Every variable's dimensions start with schedule, p, m (then recompute, where the sweep has it):
+    # a table's values go to [k, 0, 0] or [k, 0, 0, r], its points' arrays fill the dimensions after.
+    out = {name: empty(kind) for name, (kind, _, _) in variables(spec).items()}
     for name, (kind, _, _) in booleans(spec).items():
-        out[name] = empty(spec.dims_of(kind), False)
+        out[name] = empty(kind, False)
     models = spec.models()
     for k, name in enumerate(spec.schedules):
-        here = {"schedule": k}
         try:
             with phase("build"):
                 table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
@@ -59,6 +59,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         cap = spec.system.memory_capacity  # a scalar cap (never with a recompute dimension)
         if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue
+        here = (k, 0, 0)
         out["valid"][here] = True
         out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
         out["bubble_table"][here] = table.bubble_ratio()
@@ -66,7 +67,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         with phase("compile"):
             program_for(table)
         for r, (mode, model) in enumerate(models.items()):
-            at = {**here, "recompute": r} if spec.recompute is not None else here
+            at = (*here, r) if spec.recompute is not None else here
             out["peak_activation_bytes"][at] = memory[mode].peak_activation_bytes
             out["persistent_bytes"][at] = memory[mode].persistent_bytes
             out["peak_memory_bytes"][at] = memory[mode].peak_memory_bytes
@@ -75,13 +76,13 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
             with phase("evaluate"):
                 engine_results = simulate_table(spec, table, model)
             for name_, value in engine_results.items():
-                out[name_][at] = value  # xarray matches the dimensions by name
+                out[name_][at] = value
     for rank, by in (("rank_formula", "bubble_formula"), ("rank_table", "bubble_table"), ("rank_sim", "t_sim")):
-        out[rank] = out[by].copy(data=rank_lower_better(out[by].values, axis=out[by].get_axis_num("schedule")))
-    return {name: array.values for name, array in out.items()}
+        out[rank] = rank_lower_better(out[by], axis=0)  # axis 0: schedule
+    return out
 
 
-def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, xr.DataArray]:
+def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, np.ndarray]:
     """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency [× sample]`` points.
 
     Args:
@@ -91,7 +92,7 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
 
     Returns:
       ``t_sim``, ``throughput``, ``idle_sim`` and ``comm_time``, each with the dimensions of
-      ``spec.point_dims`` after ``schedule``, ``p`` and ``m``; with noise also ``t_sim_nominal``
+      ``spec.point_dims`` after ``schedule``, ``p``, ``m`` (and ``recompute``), in that order; with noise also ``t_sim_nominal``
       (the noise-free step time, no ``sample`` dimension).
     """
     model = spec.model if model is None else model
@@ -125,11 +126,10 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
     return out
 
 
-def _arrange(value: np.ndarray, dims: Sequence[str], point_dims: Sequence[str]) -> xr.DataArray:
-    """``value`` (dimensions ``dims``) as a DataArray over those of ``point_dims``, in their order.
+def _arrange(value: np.ndarray, dims: Sequence[str], point_dims: Sequence[str]) -> np.ndarray:
+    """``value`` (dimensions ``dims``, in store order) without the dimensions ``point_dims`` lacks.
 
-    A dimension the sweep does not have has length 1 in ``value`` and is dropped.
+    A dimension the sweep does not have has length 1 in ``value``; :data:`ENGINE_DIMS` is in store
+    order (:data:`ppsweep.sweep.config.DIMENSIONS`), so dropping those is all the arranging needed.
     """
-    array = xr.DataArray(value, dims=tuple(dims))
-    array = array.squeeze([d for d in dims if d not in point_dims], drop=True)
-    return array.transpose(*(d for d in point_dims if d in dims))
+    return value.reshape(tuple(n for d, n in zip(dims, value.shape) if d in point_dims))
