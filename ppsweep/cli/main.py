@@ -112,17 +112,23 @@ def run_outcome(cfg: Any) -> dict:
         check_limits(figures, plan.limits, plan.path)
     except ValueError as error:
         return fail(2, str(error))
-    from ppsweep.sweep.runner import configure_jax, run_sweep
+    from ppsweep.sweep.parallel import start_evaluators
 
-    configure_jax(plan.compilation_cache)
-    part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(units)} units) of "
-    print(f"sweep {spec.name}: {part}{spec.n_points:,} points in {len(spec.units())} units -> {where}", file=sys.stderr, flush=True)
-    print(figures.line(), file=sys.stderr, flush=True)
+    # A run that computes every unit it asks for (a new store) starts its worker processes now:
+    # their imports then overlap this process's and the store's creation.
+    fresh = overwrite or not plan.path.exists()
+    evaluators = start_evaluators(spec, list(units), plan.workers, plan.compilation_cache) if fresh else None
     try:
+        from ppsweep.sweep.runner import configure_jax, run_sweep
+
+        configure_jax(plan.compilation_cache)
+        part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(units)} units) of "
+        print(f"sweep {spec.name}: {part}{spec.n_points:,} points in {len(spec.units())} units -> {where}", file=sys.stderr, flush=True)
+        print(figures.line(), file=sys.stderr, flush=True)
         report = run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
             say=lambda line: print(line, file=sys.stderr, flush=True),
-            workers=plan.workers, compilation_cache=plan.compilation_cache,
+            workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators,
         )
     except StoreError as error:
         return fail(2, str(error))
@@ -134,6 +140,9 @@ def run_outcome(cfg: Any) -> dict:
         )
     except KeyboardInterrupt:
         return fail(130, f"interrupted; the units written to {where} stay valid (re-run the same command to resume)")
+    finally:
+        if evaluators is not None:
+            evaluators.shutdown()
     if report.units_run == 0 and report.complete:
         line = f"{where} is already complete; nothing to do (overwrite=true recomputes it)"
     elif report.units_run == 0:

@@ -34,6 +34,7 @@ Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import hashlib
@@ -53,6 +54,7 @@ import filelock
 import numpy as np
 import xarray as xr
 import zarr
+from zarr.core.sync import sync
 
 from ppsweep.store.schema import FITS, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
 from ppsweep.sweep.config import DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
@@ -537,15 +539,49 @@ def write_unit(
     Raises:
       StoreError: the store was replaced since it was opened.
     """
-    if generation is not None:
-        check_generation(*generation)
-    for name in stored_variables(results):
-        array = group[name]
-        array[unit_region(array.metadata.dimension_names, p_index, m_index)] = results[name]
-    if generation is not None:
-        check_generation(*generation)
-    group[CHECKSUM][p_index, m_index] = unit_checksum(results)
-    group["done"][p_index, m_index] = True
+    UnitWriter(group).write(p_index, m_index, results, generation)
+
+
+class UnitWriter:
+    """Writes units into one open store (:func:`write_unit`), keeping its arrays open between units.
+
+    A unit's chunks (one per variable) are written together, in one call into zarr's event loop
+    (zarr encodes and stores them concurrently); then its checksum; then its done flag. Each of
+    the three steps ends before the next starts, so a kill leaves the unit either not marked done
+    or whole.
+
+    Args:
+      group: the open store.
+    """
+
+    def __init__(self, group: zarr.Group) -> None:
+        self.group = group
+        self._arrays: dict[str, zarr.Array] = {}
+
+    def _array(self, name: str) -> zarr.Array:
+        if name not in self._arrays:
+            self._arrays[name] = self.group[name]
+        return self._arrays[name]
+
+    def write(
+        self, p_index: int, m_index: int, results: Mapping[str, np.ndarray], generation: tuple[Path, str] | None = None
+    ) -> None:
+        """Write unit ``(p_index, m_index)``: as :func:`write_unit` (whose arguments these are)."""
+        if generation is not None:
+            check_generation(*generation)
+        arrays = {name: self._array(name).async_array for name in stored_variables(results)}
+
+        async def write_all() -> None:
+            await asyncio.gather(*(
+                array.setitem(unit_region(array.metadata.dimension_names, p_index, m_index), results[name])
+                for name, array in arrays.items()
+            ))
+
+        sync(write_all())
+        if generation is not None:
+            check_generation(*generation)
+        self._array(CHECKSUM)[p_index, m_index] = unit_checksum(results)
+        self._array("done")[p_index, m_index] = True
 
 
 # ---- writers: a generation per layout, a lock per unit, a registration per run --------------------

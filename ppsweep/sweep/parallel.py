@@ -11,6 +11,11 @@ run; units are taken from the caller one at a time as an evaluator frees (the ca
 just before it hands it out; :mod:`ppsweep.sweep.runner` hands them largest first, :func:`largest_first`,
 so that the evaluators end together). A unit's results depend on its inputs alone, so they are the same to the bit whichever
 evaluator computes them; the caller writes them as they come.
+
+The spawned processes can be started before the run knows its units (:func:`start_evaluators`,
+which the command line calls as soon as the config is valid): each spends a second or two
+importing JAX and the engine, which then overlaps this process's own imports and the store's
+creation. This module imports neither JAX nor the engine itself until a unit is evaluated here.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import numpy as np
 
 from ppsweep import usable_cores
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.sweep.evaluate import evaluate_unit
 from ppsweep.sweep.timing import take
 
 #: Fewest estimated seconds of work (:func:`ppsweep.sweep.estimate.estimate`) worth starting worker
@@ -54,6 +58,23 @@ def default_workers(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> int:
     return max(1, min(usable_cores(), len(units)))
 
 
+def evaluator_count(spec: SweepSpec, units: Sequence[tuple[int, int]], workers: int | None) -> int:
+    """Evaluators a run of ``units`` uses: ``workers`` (at most one per unit, at least 1), or
+    :func:`default_workers` where ``workers`` is None (``engine.workers: auto``).
+
+    Args:
+      spec: the sweep.
+      units: the ``(p index, m index)`` units the run will evaluate.
+      workers: the configured number, or None.
+
+    Returns:
+      At least 1, at most ``max(1, len(units))``.
+    """
+    if workers is None:
+        return default_workers(spec, units)
+    return max(1, min(workers, len(units)))
+
+
 def largest_first(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """``units`` ordered by decreasing ``p·m`` (ties in the given order).
 
@@ -70,9 +91,27 @@ def largest_first(spec: SweepSpec, units: Sequence[tuple[int, int]]) -> list[tup
     return sorted(units, key=lambda unit: -spec.p[unit[0]] * spec.m[unit[1]])
 
 
-def _init_worker(compilation_cache: str | None) -> None:
-    from ppsweep.sweep.runner import configure_jax
+_JAX_CONFIGURED = False
 
+
+def configure_jax(compilation_cache: str | None) -> None:
+    """Apply process-wide JAX settings once per process (launchers may reuse processes).
+
+    Args:
+      compilation_cache: directory of JAX's persistent compilation cache, or None for none.
+    """
+    global _JAX_CONFIGURED
+    if _JAX_CONFIGURED:
+        return
+    import jax
+
+    if compilation_cache:
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    _JAX_CONFIGURED = True
+
+
+def _init_worker(compilation_cache: str | None) -> None:
     _exit_with_parent()
 
     configure_jax(compilation_cache)
@@ -80,6 +119,12 @@ def _init_worker(compilation_cache: str | None) -> None:
         import jax
 
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if multiprocessing.parent_process() is not None:  # a spawned worker: import the engine now, before its first unit
+        import ppsweep.sweep.evaluate  # noqa: F401
+
+
+def _ready() -> None:
+    """A spawned worker's first task: nothing (its initializer has imported what units need)."""
 
 
 def _exit_with_parent() -> None:
@@ -97,12 +142,72 @@ def _exit_with_parent() -> None:
 
 
 def _evaluate(spec: SweepSpec, i: int, j: int) -> UnitResult:
+    from ppsweep.sweep.evaluate import evaluate_unit
+
     results = evaluate_unit(spec, i, j)
     return i, j, results, take()  # the seconds this process spent since its last unit
 
 
+class Evaluators:
+    """Spawned evaluator processes, started ahead of a run (:func:`start_evaluators`) and handed to
+    :func:`evaluate_units`; a context manager that shuts them down when it ends (whether or not a
+    run used them).
+
+    Attributes:
+      workers: the evaluators they make with this process's thread (the processes are ``workers - 1``).
+      compilation_cache: the JAX compilation cache the processes were started with.
+    """
+
+    def __init__(self, workers: int, compilation_cache: str | None) -> None:
+        self.workers = workers
+        self.compilation_cache = compilation_cache
+        self.pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_init_worker, initargs=(compilation_cache,))
+        for _ in range(workers - 1):  # a task per process: each starts (and imports the engine) now
+            self.pool.submit(_ready)
+
+    def fits(self, workers: int, compilation_cache: str | None) -> bool:
+        """Whether these processes are those a run of ``workers`` evaluators with ``compilation_cache`` needs."""
+        return workers == self.workers and compilation_cache == self.compilation_cache
+
+    def shutdown(self) -> None:
+        """End the processes (queued units are cancelled; a unit being computed is not waited for)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "Evaluators":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def start_evaluators(
+    spec: SweepSpec, units: Sequence[tuple[int, int]], workers: int | None, compilation_cache: str | None = None
+) -> Evaluators | None:
+    """Start the processes a run of ``units`` will evaluate with (:func:`evaluator_count`), before it
+    needs them, so that their start overlaps the caller's own imports and the store's creation.
+
+    Args:
+      spec: the sweep.
+      units: the units the run will evaluate (if the store turns out to have some done already,
+        the run may need fewer evaluators; it then starts its own and these are shut down unused).
+      workers: the configured number of evaluators, or None (``auto``).
+      compilation_cache: JAX's persistent compilation cache directory (None: off).
+
+    Returns:
+      The started :class:`Evaluators` (use it in a ``with``), or None where the run would
+      evaluate in this process alone.
+    """
+    n = evaluator_count(spec, units, workers)
+    return Evaluators(n, compilation_cache) if n > 1 else None
+
+
 def evaluate_units(
-    spec: SweepSpec, units: Iterable[tuple[int, int]], workers: int, compilation_cache: str | None = None
+    spec: SweepSpec,
+    units: Iterable[tuple[int, int]],
+    workers: int,
+    compilation_cache: str | None = None,
+    evaluators: Evaluators | None = None,
 ) -> Iterator[UnitResult]:
     """``(i, j, evaluate_unit(spec, i, j), seconds per phase)`` for every unit, as they finish.
 
@@ -113,6 +218,9 @@ def evaluate_units(
       workers: evaluators; 1 evaluates in this process's thread, in order; ``n > 1``: one thread of
         this process and ``n - 1`` spawned processes.
       compilation_cache: JAX's persistent compilation cache directory (None: off).
+      evaluators: processes started ahead (:func:`start_evaluators`), used where they fit
+        ``workers`` and ``compilation_cache`` (else new ones are started); shut down at the end
+        either way.
 
     Yields:
       One tuple per unit; with several workers, in the order they finish, at most ``workers + 1``
@@ -121,13 +229,18 @@ def evaluate_units(
     """
     units = iter(units)
     if workers <= 1:
+        if evaluators is not None:
+            evaluators.shutdown()
         for i, j in units:
             yield _evaluate(spec, i, j)
         return
+    if evaluators is None or not evaluators.fits(workers, compilation_cache):
+        if evaluators is not None:
+            evaluators.shutdown()
+        evaluators = Evaluators(workers, compilation_cache)
     _init_worker(compilation_cache)  # this process evaluates too
     here = ThreadPoolExecutor(1, thread_name_prefix="ppsweep-unit")
-    spawned = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_init_worker, initargs=(compilation_cache,))
+    spawned = evaluators.pool
     limits: dict[Executor, int] = {here: 1, spawned: workers}
     running: dict[Future, Executor] = {}
     try:

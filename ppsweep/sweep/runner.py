@@ -25,30 +25,10 @@ from pathlib import Path
 import filelock
 
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.sweep.parallel import default_workers, evaluate_units, largest_first
+from ppsweep.sweep.parallel import Evaluators, configure_jax, evaluate_units, evaluator_count, largest_first  # noqa: F401 - configure_jax: public here too
 from ppsweep.sweep.progress import Progress
-from ppsweep.store.results import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, write_unit
+from ppsweep.store.results import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, UnitWriter
 from ppsweep.sweep.timing import describe, phase, take
-
-_JAX_CONFIGURED = False
-
-
-def configure_jax(compilation_cache: str | None) -> None:
-    """Apply process-wide JAX settings once per process (launchers may reuse processes).
-
-    Args:
-      compilation_cache: directory of JAX's persistent compilation cache, or None for none.
-    """
-    global _JAX_CONFIGURED
-    if _JAX_CONFIGURED:
-        return
-    import jax
-
-    if compilation_cache:
-        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    _JAX_CONFIGURED = True
-
 
 @dataclass(frozen=True)
 class SweepReport:
@@ -82,6 +62,7 @@ def run_sweep(
     say: Callable[[str], None] | None = None,
     workers: int | None = None,
     compilation_cache: str | None = None,
+    evaluators: Evaluators | None = None,
 ) -> SweepReport:
     """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
@@ -100,6 +81,8 @@ def run_sweep(
       workers: evaluators: this process and ``workers - 1`` spawned ones (:mod:`ppsweep.sweep.parallel`);
         None: :func:`ppsweep.sweep.parallel.default_workers`.
       compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
+      evaluators: worker processes started ahead for this run (:func:`ppsweep.sweep.parallel.start_evaluators`);
+        used if they match the run's evaluators, shut down once the units are done either way.
 
     Returns:
       A :class:`SweepReport`. When every unit of the store is done (this run's and other
@@ -117,20 +100,21 @@ def run_sweep(
     take()
     computed = 0
     if pending:
-        n_workers = default_workers(spec, pending) if workers is None else max(1, min(workers, len(pending)))
+        n_workers = evaluator_count(spec, pending, workers)
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
         mine: dict[tuple[int, int], filelock.BaseFileLock] = {}  # units this run holds, not yet written
         order = largest_first(spec, pending) if n_workers > 1 else pending  # several evaluators: end together
         claimed = _claim(path, group, order, mine)
+        unit_writer = UnitWriter(group)
         with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
             writing: Future | None = None
             try:
-                for i, j, results, unit_seconds in evaluate_units(spec, claimed, n_workers, compilation_cache):
+                for i, j, results, unit_seconds in evaluate_units(spec, claimed, n_workers, compilation_cache, evaluators):
                     split.update(unit_seconds)
                     if writing is not None:
                         writing.result()
-                    writing = writer.submit(_write_and_release, group, spec, i, j, results, generation, mine.pop((i, j)))
+                    writing = writer.submit(_write_and_release, unit_writer, i, j, results, generation, mine.pop((i, j)))
                     computed += 1
                     if bar is not None:
                         bar.advance(f"p={spec.p[i]} m={spec.m[j]}")
@@ -142,6 +126,8 @@ def run_sweep(
                 writing.result()
         if bar is not None:
             bar.close()
+    elif evaluators is not None:
+        evaluators.shutdown()
     seconds = time.perf_counter() - start if computed else 0.0
     split.update(take())  # this process: writes (and units evaluated here)
     if say is not None and computed:
@@ -175,10 +161,10 @@ def _claim(path: Path, group, units: list[tuple[int, int]], mine: dict) -> Itera
         queue, wait = busy, True
 
 
-def _write_and_release(group, spec: SweepSpec, i: int, j: int, results: dict, generation: tuple, lock) -> None:
-    """Write one unit (:func:`ppsweep.store.results.write_unit`), then release its lock, whatever happens."""
+def _write_and_release(unit_writer: UnitWriter, i: int, j: int, results: dict, generation: tuple, lock) -> None:
+    """Write one unit (:class:`ppsweep.store.results.UnitWriter`), then release its lock, whatever happens."""
     try:
         with phase("write"):
-            write_unit(group, spec, i, j, results, generation)
+            unit_writer.write(i, j, results, generation)
     finally:
         lock.release()
