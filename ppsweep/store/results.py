@@ -378,11 +378,18 @@ def open_for_sweep(
 
 
 def pending_units(group: zarr.Group, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Those of ``units`` not done, or done but damaged (:func:`damaged_units`)."""
-    done = done_units(group)
-    finished = [(i, j) for i, j in units if done[i, j]]
-    damaged = set(damaged_units(group, finished))
-    return [(i, j) for i, j in units if not done[i, j] or (i, j) in damaged]
+    """Those of ``units`` not done, or done but damaged (:func:`damaged_units`).
+
+    One unit (a run claiming it, :mod:`ppsweep.sweep.runner`) reads its own ``done`` chunk alone,
+    not the whole ``done`` array.
+    """
+    if len(units) == 1:
+        finished = [unit for unit in units if unit_done(group, *unit)]
+    else:
+        done = done_units(group)
+        finished = [(i, j) for i, j in units if done[i, j]]
+    damaged = set(damaged_units(group, finished)) if finished else set()
+    return [unit for unit in units if unit not in finished or unit in damaged]
 
 
 def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
@@ -439,6 +446,14 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
     return group
 
 
+def unit_done(group: zarr.Group, p_index: int, m_index: int) -> bool:
+    """Whether unit ``(p_index, m_index)`` is finished (its ``done`` chunk alone; unreadable: not done)."""
+    try:
+        return bool(group["done"][p_index, m_index])
+    except Exception:  # noqa: BLE001 - a damaged done chunk: not done, as in done_units
+        return False
+
+
 def done_units(group: zarr.Group) -> np.ndarray:
     """The ``(p, m)`` boolean array of finished units (a unit whose ``done`` chunk is unreadable is not)."""
     array = group["done"]
@@ -490,12 +505,16 @@ def unit_checksum(values: Mapping[str, np.ndarray]) -> int:
 
 
 def read_unit(group: zarr.Group, p_index: int, m_index: int) -> dict[str, np.ndarray]:
-    """One unit's values as stored (``name -> array``, ``p`` and ``m`` of length 1)."""
-    out = {}
-    for name in stored_variables(group):
-        array = group[name]
-        out[name] = np.asarray(array[unit_region(array.metadata.dimension_names, p_index, m_index)])
-    return out
+    """One unit's values as stored (``name -> array``, ``p`` and ``m`` of length 1), its chunks read together."""
+    names = stored_variables(group)
+    arrays = [group[name].async_array for name in names]
+
+    async def read_all() -> list:
+        return await asyncio.gather(*(
+            array.getitem(unit_region(array.metadata.dimension_names, p_index, m_index)) for array in arrays
+        ))
+
+    return {name: np.asarray(value) for name, value in zip(names, sync(read_all()))}
 
 
 def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
@@ -508,9 +527,10 @@ def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None)
     Returns:
       The damaged ones, in the order given.
     """
-    done = done_units(group)
     if units is None:
-        units = [tuple(u) for u in np.argwhere(done).tolist()]
+        units = [tuple(u) for u in np.argwhere(done_units(group)).tolist()]
+    if not units:
+        return []
     try:
         stored = np.asarray(group[CHECKSUM][...], dtype=np.uint64)
     except Exception:  # noqa: BLE001 - an unreadable checksum chunk: check unit by unit below
