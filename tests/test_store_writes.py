@@ -120,3 +120,16 @@ def test_light_imports():
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:3] == ["[]"] * 3
+
+
+def test_the_command_with_two_evaluators_ends_cleanly(tmp_path):
+    # the command leaves with os._exit once its jobs have ended: after joining its evaluator
+    # processes, so that no resource is reported leaked, and with every line it printed
+    overrides = ["name=two", "schedules=[gpipe,1f1b]", "p=[2,4]", "m=[2,4]", "bandwidth=[1e9,1e11]", "latency=[1e-6]",
+                 "engine.workers=2", "engine.compilation_cache=null", f"results_dir={tmp_path}", "progress=false"]
+    run = subprocess.run([sys.executable, "-m", "ppsweep", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines[-1].startswith("wrote 16 points in ") and lines[-1].endswith(f"to {tmp_path}/two.zarr"), lines
+    assert not [line for line in lines if "leaked" in line or "Traceback" in line or "Warning" in line], lines
+    assert zarr.open_group(str(tmp_path / "two.zarr"), mode="r").attrs["complete"] is True

@@ -161,6 +161,7 @@ class Evaluators:
     def __init__(self, workers: int, compilation_cache: str | None) -> None:
         self.workers = workers
         self.compilation_cache = compilation_cache
+        self._closing: threading.Thread | None = None
         self.pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=_init_worker, initargs=(compilation_cache,))
         for _ in range(workers - 1):  # a task per process: each starts (and imports the engine) now
@@ -170,15 +171,46 @@ class Evaluators:
         """Whether these processes are those a run of ``workers`` evaluators with ``compilation_cache`` needs."""
         return workers == self.workers and compilation_cache == self.compilation_cache
 
-    def shutdown(self) -> None:
-        """End the processes (queued units are cancelled; a unit being computed is not waited for)."""
-        self.pool.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, wait: bool = False) -> None:
+        """End the processes (queued units are cancelled); may be called again, e.g. to wait.
+
+        Args:
+          wait: wait until they have ended; else they wind down (JAX's teardown takes most of a
+            second) while this process goes on. A process that leaves with ``os._exit`` waits
+            first, or Python's resource tracker reports the pool's semaphores as leaked.
+        """
+        if self._closing is None:  # the pool's own shutdown, waiting for the processes, in a thread
+            self._closing = threading.Thread(target=self.pool.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                             name="ppsweep-evaluators-shutdown", daemon=True)
+            self._closing.start()
+        if wait:
+            self._closing.join()
 
     def __enter__(self) -> "Evaluators":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def evaluators_for(workers: int, compilation_cache: str | None, evaluators: Evaluators | None = None) -> Evaluators | None:
+    """The processes for ``workers`` evaluators: ``evaluators`` where they fit, else new ones (those
+    shut down); None for one evaluator (this process alone).
+
+    Args:
+      workers: evaluators of the run.
+      compilation_cache: JAX's persistent compilation cache directory (None: off).
+      evaluators: processes started ahead (:func:`start_evaluators`), or None.
+
+    Returns:
+      The :class:`Evaluators` to use, or None.
+    """
+    if evaluators is not None and (workers <= 1 or not evaluators.fits(workers, compilation_cache)):
+        evaluators.shutdown()
+        evaluators = None
+    if evaluators is None and workers > 1:
+        evaluators = Evaluators(workers, compilation_cache)
+    return evaluators
 
 
 def start_evaluators(
@@ -219,8 +251,8 @@ def evaluate_units(
         this process and ``n - 1`` spawned processes.
       compilation_cache: JAX's persistent compilation cache directory (None: off).
       evaluators: processes started ahead (:func:`start_evaluators`), used where they fit
-        ``workers`` and ``compilation_cache`` (else new ones are started); shut down at the end
-        either way.
+        ``workers`` and ``compilation_cache`` (:func:`evaluators_for`); shut down at the end
+        either way, without waiting for them to end.
 
     Yields:
       One tuple per unit; with several workers, in the order they finish, at most ``workers + 1``
@@ -228,16 +260,11 @@ def evaluate_units(
       bounded).
     """
     units = iter(units)
-    if workers <= 1:
-        if evaluators is not None:
-            evaluators.shutdown()
+    evaluators = evaluators_for(workers, compilation_cache, evaluators)
+    if evaluators is None:
         for i, j in units:
             yield _evaluate(spec, i, j)
         return
-    if evaluators is None or not evaluators.fits(workers, compilation_cache):
-        if evaluators is not None:
-            evaluators.shutdown()
-        evaluators = Evaluators(workers, compilation_cache)
     _init_worker(compilation_cache)  # this process evaluates too
     here = ThreadPoolExecutor(1, thread_name_prefix="ppsweep-unit")
     spawned = evaluators.pool
@@ -259,6 +286,10 @@ def evaluate_units(
             for future in done:
                 del running[future]
                 yield future.result()
+            if not more and spawned not in running.values():  # nothing left for the processes: they wind
+                evaluators.shutdown()  # down while this process finishes its last unit
     finally:
-        for pool in limits:
-            pool.shutdown(wait=not running, cancel_futures=True)
+        # Not waiting for the processes to end: they wind down (JAX's teardown: most of a second)
+        # while the caller writes the last unit and finishes the store.
+        here.shutdown(wait=False, cancel_futures=True)
+        evaluators.shutdown()

@@ -25,7 +25,7 @@ from pathlib import Path
 import filelock
 
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.sweep.parallel import Evaluators, configure_jax, evaluate_units, evaluator_count, largest_first  # noqa: F401 - configure_jax: public here too
+from ppsweep.sweep.parallel import Evaluators, configure_jax, evaluate_units, evaluator_count, evaluators_for, largest_first  # noqa: F401 - configure_jax: public here too
 from ppsweep.sweep.progress import Progress
 from ppsweep.store.results import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, UnitWriter
 from ppsweep.sweep.timing import describe, phase, take
@@ -101,6 +101,7 @@ def run_sweep(
     computed = 0
     if pending:
         n_workers = evaluator_count(spec, pending, workers)
+        evaluators = evaluators_for(n_workers, compilation_cache, evaluators)
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
         mine: dict[tuple[int, int], filelock.BaseFileLock] = {}  # units this run holds, not yet written
@@ -134,6 +135,8 @@ def run_sweep(
         say(describe(split))
     complete = finish_store(group, path)
     missing = 0 if complete else int((~done_units(group)).sum())
+    if evaluators is not None:  # they have been winding down meanwhile: join them
+        evaluators.shutdown(wait=True)
     return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing)
 
 
