@@ -175,8 +175,8 @@ class Evaluators:
         """End the processes (queued units are cancelled); may be called again, e.g. to wait.
 
         Args:
-          wait: wait until they have ended; else they wind down (JAX's teardown takes most of a
-            second) while this process goes on. A process that leaves with ``os._exit`` waits
+          wait: wait until they have ended; else they wind down (each interpreter's teardown)
+            while this process goes on. A process that leaves with ``os._exit`` waits
             first, or Python's resource tracker reports the pool's semaphores as leaked.
         """
         if self._closing is None:  # the pool's own shutdown, waiting for the processes, in a thread
@@ -230,8 +230,7 @@ def start_evaluators(
       The started :class:`Evaluators` (use it in a ``with``), or None where the run would
       evaluate in this process alone.
     """
-    n = evaluator_count(spec, units, workers)
-    return Evaluators(n, compilation_cache) if n > 1 else None
+    return evaluators_for(evaluator_count(spec, units, workers), compilation_cache)
 
 
 def evaluate_units(
@@ -289,7 +288,7 @@ def evaluate_units(
             if not more and spawned not in running.values():  # nothing left for the processes: they wind
                 evaluators.shutdown()  # down while this process finishes its last unit
     finally:
-        # Not waiting for the processes to end: they wind down (JAX's teardown: most of a second)
-        # while the caller writes the last unit and finishes the store.
+        # Not waiting for the processes to end: they wind down while the caller writes the last
+        # unit and finishes the store (ppsweep.sweep.runner joins them after that).
         here.shutdown(wait=False, cancel_futures=True)
         evaluators.shutdown()
