@@ -561,7 +561,8 @@ def _box(ys: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([float(y.min()) for y in ys]), np.array([float(y.max()) for y in ys])
 
 
-def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any = np.float64) -> np.ndarray:
+def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any = np.float64,
+              margin: bool = True) -> np.ndarray:
     """Rows that may come within ``band`` (relative) of the maximum somewhere in the box ``lo <= y <= hi``.
 
     Row ``k`` is dropped when another row ``i`` exceeds it by more than ``(band + margin) · top`` at
@@ -573,7 +574,7 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
     ``v = c·y`` in ``dtype`` (unit roundoff ``u``) with the row rounded to ``dtype``, one product and
     one sum (or one fused multiply-add) per feature, so its computed value differs from the exact
     ``Σ c_j y_j`` by at most about ``(J + 2)·u·top``; ``floor = t - band·|t|`` by at most ``2u·|t|``;
-    ``least`` and ``top`` here (float64) by far less. With ``margin = 8·(J + 2)·u`` every computed
+    ``least`` and ``top`` here (float64) by far less. With ``margin = 8·(J + 2)·eps`` (``eps = 2u``) every computed
     value of a dropped row lies strictly below the computed ``floor`` at every point of the box
     (``floor <= t``), so the row is never the maximum and never within the tie band: ``t_sim``, the
     near set whose communication parts give ``comm_time`` and ``ambiguous``, and a worker's finish
@@ -586,6 +587,8 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
       lo, hi: ``(J,)`` least and largest feature values over the box.
       band: the tie band, relative.
       dtype: the dtype of the evaluation (its roundoff sets the margin).
+      margin: False: without the rounding margin (the rule :func:`_tie_form` replays; not exact
+        on its own).
 
     Returns:
       ``(K,)`` True for the rows to keep.
@@ -597,8 +600,8 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
     with np.errstate(invalid="ignore", over="ignore"):  # infinite bounds: NaN comparisons drop nothing
         least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[i, k] = min over the box of (c_i - c_k)·y
         top = float(np.maximum(np.abs(rows * lo), np.abs(rows * hi)).sum(axis=1).max())
-        margin = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps)
-        return ~(least > (band + margin) * top).any(axis=0)
+        rounding = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
+        return ~(least > (band + rounding) * top).any(axis=0)
 
 
 def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.ndarray, float] | None = None) -> bool:
@@ -610,7 +613,8 @@ def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.n
     rounding margin of :func:`_box_keep`) -- and not on the vectors :func:`_box_keep` keeps: XLA
     rounds ``comm_time``'s sum differently in the two forms (a fused multiply-add in one, not in
     the other), so the form must not change when stricter pruning leaves fewer vectors, or the
-    last bit of ``comm_time`` would. Where fewer vectors are kept than this rule sees, the form
+    last bit of ``comm_time`` would (features are ``>= 0``: this is, to the bit, the rule by which
+    the form was chosen before the whole grid was pruned). Where fewer vectors are kept than this rule sees, the form
     still checks ties, and finds none where one vector is kept (its results are those of the
     pruned ones: :func:`_box_keep`).
 
@@ -622,12 +626,8 @@ def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.n
     Returns:
       True for the tie-checking form.
     """
-    if box is not None and vectors.shape[0] > 1:
-        lo, hi, band = box
-        diff = vectors[:, None, :] - vectors[None, :, :]
-        with np.errstate(invalid="ignore", over="ignore"):
-            least = np.minimum(diff * lo, diff * hi).sum(axis=-1)
-            vectors = vectors[~(least > band * float((vectors * hi).sum(axis=1).max())).any(axis=0)]
+    if box is not None:
+        vectors = vectors[_box_keep(vectors, *box, margin=False)]
     return bool(vectors.shape[0] > 1 and np.ptp(vectors[:, comm], axis=0).max(initial=0.0) > 0)
 
 
