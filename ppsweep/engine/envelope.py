@@ -574,8 +574,8 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
     ``v = c·y`` in ``dtype`` (unit roundoff ``u``) with the row rounded to ``dtype``, one product and
     one sum (or one fused multiply-add) per feature, so its computed value differs from the exact
     ``Σ c_j y_j`` by at most about ``(J + 2)·u·top``; ``floor = t - band·|t|`` by at most ``2u·|t|``;
-    ``least`` and ``top`` here (float64) by far less. With ``margin = 8·(J + 2)·eps`` (``eps = 2u``) every computed
-    value of a dropped row lies strictly below the computed ``floor`` at every point of the box
+    ``least`` and ``top`` here (float64) by far less. With ``margin = 8·(J + 2)·eps`` (``eps = 2u``)
+    every computed value of a dropped row lies strictly below the computed ``floor`` at every point of the box
     (``floor <= t``), so the row is never the maximum and never within the tie band: ``t_sim``, the
     near set whose communication parts give ``comm_time`` and ``ambiguous``, and a worker's finish
     (a plain maximum) come out the same to the bit. Dropping is transitive (a row that beats a
@@ -613,10 +613,10 @@ def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.n
     rounding margin of :func:`_box_keep`) -- and not on the vectors :func:`_box_keep` keeps: XLA
     rounds ``comm_time``'s sum differently in the two forms (a fused multiply-add in one, not in
     the other), so the form must not change when stricter pruning leaves fewer vectors, or the
-    last bit of ``comm_time`` would (features are ``>= 0``: this is, to the bit, the rule by which
-    the form was chosen before the whole grid was pruned). Where fewer vectors are kept than this rule sees, the form
-    still checks ties, and finds none where one vector is kept (its results are those of the
-    pruned ones: :func:`_box_keep`).
+    last bit of ``comm_time`` would (features are ``>= 0``: this is, to the bit, the rule by
+    which the form was chosen before the whole grid was pruned). Where fewer vectors are kept
+    than this rule sees, the form still checks ties, and finds none where one vector is kept
+    (its results are those of the pruned ones: :func:`_box_keep`).
 
     Args:
       vectors: ``(K, J)`` the envelope's step-time vectors.
