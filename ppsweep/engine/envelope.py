@@ -470,11 +470,12 @@ class EnvelopeResult:
 def evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: Any = np.float64, finish: bool = True, tie_rtol: float = 1e-12) -> EnvelopeResult:
     """Evaluate the envelope at every point: ``t_sim = max_k C[k]·y`` and the rest.
 
-    Where the envelope has more than a few vectors, the grid is cut into blocks along its (up to
-    two) largest axes, and each block keeps only the vectors that can come within the tie band
-    of the maximum somewhere in the block's box of feature values (a vector below another by
-    more than the band at every corner-wise bound of the box is dropped: exact). Most blocks need
-    one to a few vectors.
+    Only the vectors that can come within the tie band of the maximum somewhere in the grid's box
+    of feature values are evaluated (a vector below another by more than the band, plus a
+    rounding margin, at every point of the box is dropped: exact to the bit, :func:`_box_keep`);
+    on sweeps where compute dominates, one vector remains. Where the envelope has more than a
+    few vectors, the grid is also cut into blocks along its (up to two) largest axes, each block
+    pruned the same way within its own box. Most blocks need one to a few vectors.
 
     Args:
       env: the compiled envelope.
@@ -501,21 +502,30 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
     # node). float32 rounds at 1e-7, so vectors closer than its tie tolerance cannot be ordered:
     # those points go to the (float32) scan too.
     band = float(env.depth) * tie_rtol if dtype == np.float64 else tie_rtol
-    blocks = _blocks(ys, batch) if env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS) else None
     compute = _compute_time(env, ys, batch, dtype)
+    # First the vectors that can matter anywhere on the grid (_box_keep: exact), then, where many
+    # remain, block by block.
+    lo, hi = _box(ys)
+    vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band, dtype)]
+    fins = tuple(f[_box_keep(f, lo, hi, band, dtype)] for f in env.finish) if finish else None
+    # Where and how the grid is cut, and which form each part's comm_time takes (_tie_form),
+    # follow the envelope as compiled, not the vectors kept, so that no bit changes with pruning.
+    many = env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS)
+    blocks = _blocks(ys, batch) if many else None
     if blocks is None:
-        return _evaluate_block(env, env.t_sim, env.finish if finish else None, ys, batch, dtype, band, tie_rtol, compute)
+        check = _tie_form(env.t_sim, env.comm)
+        return _evaluate_block(env, vectors, fins, ys, batch, dtype, band, tie_rtol, compute, check)
     t_sim, comm = np.empty(batch), np.empty(batch)
     ambiguous = np.empty(batch, dtype=bool)
     fin = np.empty(batch + (len(env.finish),)) if finish else None
     for block in blocks:
         sub = tuple(y[tuple(sl if y.shape[ax] > 1 else slice(None) for ax, sl in enumerate(block))] for y in ys)
         shape = tuple(len(range(*sl.indices(n))) for sl, n in zip(block, batch))
-        lo = np.array([float(y.min()) for y in sub])
-        hi = np.array([float(y.max()) for y in sub])
-        vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band)]
-        fins = tuple(f[_box_keep(f, lo, hi, band)] for f in env.finish) if finish else None
-        r = _evaluate_block(env, vectors, fins, sub, shape, dtype, band, tie_rtol, compute)
+        lo, hi = _box(sub)
+        block_vectors = vectors[_box_keep(vectors, lo, hi, band, dtype)]
+        block_fins = tuple(f[_box_keep(f, lo, hi, band, dtype)] for f in fins) if finish else None
+        check = _tie_form(env.t_sim, env.comm, (lo, hi, band))
+        r = _evaluate_block(env, block_vectors, block_fins, sub, shape, dtype, band, tie_rtol, compute, check)
         t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
         if finish:
             fin[block] = r.finish
@@ -546,19 +556,79 @@ def _blocks(ys: tuple[np.ndarray, ...], batch: tuple[int, ...]) -> list[tuple[sl
     return [tuple(block) for block in itertools.product(*pieces)]
 
 
-def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float) -> np.ndarray:
+def _box(ys: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each feature's least and largest value over its points (float64): the box of the grid."""
+    return np.array([float(y.min()) for y in ys]), np.array([float(y.max()) for y in ys])
+
+
+def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any = np.float64,
+              margin: bool = True) -> np.ndarray:
     """Rows that may come within ``band`` (relative) of the maximum somewhere in the box ``lo <= y <= hi``.
 
-    Row ``k`` is dropped when another row ``i`` exceeds it by more than ``band · max t`` at every
-    point of the box (``min_box (c_i - c_k)·y``, taken feature by feature at ``lo`` or ``hi``).
+    Row ``k`` is dropped when another row ``i`` exceeds it by more than ``(band + margin) · top`` at
+    every point of the box: ``least[i, k] = min_box (c_i - c_k)·y``, taken feature by feature at
+    ``lo`` or ``hi``, and ``top >= |c·y|`` for every row and point of the box, with every term
+    ``|c_j y_j|`` summed.
+
+    Why dropping is exact (no bit of any result changes): the evaluation computes a row's value
+    ``v = c·y`` in ``dtype`` (unit roundoff ``u``) with the row rounded to ``dtype``, one product and
+    one sum (or one fused multiply-add) per feature, so its computed value differs from the exact
+    ``Σ c_j y_j`` by at most about ``(J + 2)·u·top``; ``floor = t - band·|t|`` by at most ``2u·|t|``;
+    ``least`` and ``top`` here (float64) by far less. With ``margin = 8·(J + 2)·eps`` (``eps = 2u``)
+    every computed value of a dropped row lies strictly below the computed ``floor`` at every point of the box
+    (``floor <= t``), so the row is never the maximum and never within the tie band: ``t_sim``, the
+    near set whose communication parts give ``comm_time`` and ``ambiguous``, and a worker's finish
+    (a plain maximum) come out the same to the bit. Dropping is transitive (a row that beats a
+    dropped row beats, within the box, everything that row beat), so a row that is the maximum
+    somewhere is never dropped. NaN or infinite bounds drop nothing (comparisons are False).
+
+    Args:
+      vectors: ``(K, J)`` rows.
+      lo, hi: ``(J,)`` least and largest feature values over the box.
+      band: the tie band, relative.
+      dtype: the dtype of the evaluation (its roundoff sets the margin).
+      margin: False: without the rounding margin (the rule :func:`_tie_form` replays; not exact
+        on its own).
+
+    Returns:
+      ``(K,)`` True for the rows to keep.
     """
     if vectors.shape[0] <= 1:
         return np.ones(vectors.shape[0], dtype=bool)
-    diff = vectors[:, None, :] - vectors[None, :, :]
-    least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[i, k] = min over the box of (c_i - c_k)·y
-    top = float((vectors * hi).sum(axis=1).max())
-    keep = ~(least > band * top).any(axis=0)
-    return keep
+    rows = vectors.astype(dtype).astype(np.float64)  # the rows the evaluation multiplies
+    diff = rows[:, None, :] - rows[None, :, :]
+    with np.errstate(invalid="ignore", over="ignore"):  # infinite bounds: NaN comparisons drop nothing
+        least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[i, k] = min over the box of (c_i - c_k)·y
+        top = float(np.maximum(np.abs(rows * lo), np.abs(rows * hi)).sum(axis=1).max())
+        rounding = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
+        return ~(least > (band + rounding) * top).any(axis=0)
+
+
+def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.ndarray, float] | None = None) -> bool:
+    """Whether a part of the grid is evaluated in the tie-checking form (``check`` of :func:`_evaluate_jit`).
+
+    That form is needed where vectors with different communication parts can be maximal. It is
+    decided here on the envelope's vectors as compiled -- within ``box = (lo, hi, band)``, those not
+    below another by more than ``band · top`` at every point of the box (the box test without the
+    rounding margin of :func:`_box_keep`) -- and not on the vectors :func:`_box_keep` keeps: XLA
+    rounds ``comm_time``'s sum differently in the two forms (a fused multiply-add in one, not in
+    the other), so the form must not change when stricter pruning leaves fewer vectors, or the
+    last bit of ``comm_time`` would (features are ``>= 0``: this is, to the bit, the rule by
+    which the form was chosen before the whole grid was pruned). Where fewer vectors are kept
+    than this rule sees, the form still checks ties, and finds none where one vector is kept
+    (its results are those of the pruned ones: :func:`_box_keep`).
+
+    Args:
+      vectors: ``(K, J)`` the envelope's step-time vectors.
+      comm: ``(J,)`` True on communication features.
+      box: ``(lo, hi, band)`` of a block, or None for the whole grid (every vector counts).
+
+    Returns:
+      True for the tie-checking form.
+    """
+    if box is not None:
+        vectors = vectors[_box_keep(vectors, *box, margin=False)]
+    return bool(vectors.shape[0] > 1 and np.ptp(vectors[:, comm], axis=0).max(initial=0.0) > 0)
 
 
 def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -583,14 +653,13 @@ def _compute_jit(ys, total, *, batch):
 
 
 def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray, ...] | None, ys: tuple[np.ndarray, ...],
-                    batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float, compute: np.ndarray) -> EnvelopeResult:
+                    batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float, compute: np.ndarray,
+                    check: bool) -> EnvelopeResult:
     fin = None
     if finish is not None:
         size = max(f.shape[0] for f in finish)
         size = 1 << max(0, (size - 1).bit_length())
         fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
-    comm_parts = vectors[:, env.comm]
-    check = bool(vectors.shape[0] > 1 and np.ptp(comm_parts, axis=0).max(initial=0.0) > 0)
     # The band is an argument, not a constant: it depends on the table's depth, and one
     # compiled evaluation then serves every table of the same shape.
     out = _evaluate_jit(
