@@ -252,6 +252,10 @@ def main() -> None:
     # Every job has ended and said so, its store written and closed (zarr writes synchronously), its
     # evaluator processes joined: leave now. The interpreter's own teardown (JAX's backends, the
     # modules of JAX, zarr and Hydra) would add about a second to every command for nothing.
+    # Under a profiler or tracer (``python -m cProfile -m ppsweep …``, coverage) return normally,
+    # so that it can write its report.
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return
     import gc
 
     gc.collect()  # the evaluator pool's queues: their semaphores unregister as they are collected
