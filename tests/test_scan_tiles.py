@@ -83,9 +83,13 @@ def test_tile_rule_keeps_a_tile_s_rows_within_the_budget():
             assert tile >= 256 and tile & (tile - 1) == 0  # a power of two, at least 256
             assert tile == 256 or tile * rows * 8 <= core.TILE_BYTES  # fits, unless the smallest
             assert 2 * tile * rows * 8 > core.TILE_BYTES  # and is the largest that fits
-            noisy = core._tile_points(shape, n_duration_rows(table.n_stages), 64)
-            assert noisy >= tile  # with noise the duration table is one column per group of samples
             rows_and_tiles.append((rows, tile))
+            # with noise: the duration table is one column per group of samples, and a block of
+            # waves' products (three rows per lane and wave) joins the rows
+            noisy_rows = 2 * state + n_duration_rows(table.n_stages) / 64 + 3 * shape.p * core.NOISY_BLOCK
+            noisy = core._tile_points(shape, n_duration_rows(table.n_stages), 64)
+            assert noisy >= 256 and noisy & (noisy - 1) == 0
+            assert noisy == 256 or noisy * noisy_rows * 8 <= core.TILE_BYTES
     # tables with more rows get tiles no larger
     rows_and_tiles.sort()
     tiles = [t for _, t in rows_and_tiles]
