@@ -29,6 +29,7 @@ Two methods compute the same results (``method``):
 from __future__ import annotations
 
 import functools
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -56,11 +57,18 @@ METHODS = ("auto", "scan", "envelope")
 #: the CPU's cache; measured on 2 cores: 1024 points ~2x faster than 16384).
 DEFAULT_CHUNK = 1024
 
-#: Most points of a noisy scan tile (rounded down to whole groups of samples, at least one group):
-#: its per-lane durations and message times, ``3 × (waves, p, tile)``, are materialized before
-#: the loop, so the tile is kept small for the cache (p=8, m=32 on 2 cores: 128 points ~2x
-#: faster than 1024).
-NOISY_TILE = 128
+#: Most bytes of float rows one scan tile keeps (its duration table, its carried state and, with
+#: noise, its lanes' products): a tile has the most points, in powers of two from 256 up to
+#: ``chunk``, whose rows fit. Past about this size a tile's waves slow down two- to four-fold
+#: (p=8, m=32 on 2 cores, one thread, per point: 1F1B (81 rows) as fast at 512 and 1024 points;
+#: Hanayo (121 rows) 2x faster at 512 than at 1024; Chimera in contention (243 rows) 2x faster
+#: at 256 or 512 than at 1024; 1F1B 5x slower at 2048 than at 1024).
+TILE_BYTES = 1 << 20
+
+#: Waves of a noisy scan whose products (durations and message times with their factors) are
+#: computed at once, ``3 × (block, p, tile)`` (a divisor of the waves' padding, 32). Measured,
+#: 1F1B p=8, m=32, 1,024 points, one thread: 16 waves ~1.4x faster than 8, 4 slower still.
+NOISY_BLOCK = 16
 
 #: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
 HOST_BATCH = 1 << 18
@@ -252,8 +260,9 @@ def _simulate_scan(
 
     Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
     so memory beyond the results stays bounded however large the grid. With ``factors`` the last
-    axis of ``batch`` is the sample (``index`` then covers whole groups of samples), and the costs
-    broadcast against the axes before it.
+    axis of ``batch`` is the sample (``index`` then covers whole groups of samples), the costs
+    broadcast against the axes before it and are expanded once per group (the scan spreads them
+    over the group's samples).
     """
     program = compiled.program
     n = index.shape[0]
@@ -265,16 +274,18 @@ def _simulate_scan(
     step = max(1, HOST_BATCH // k) * k  # whole groups of samples
     for lo in range(0, n, step):
         hi = min(lo + step, n)
-        flat = costs.at(np.unravel_index(index[lo:hi] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
-        dur = flat.durations()  # (4S, n)
+        # the costs of each point, or with noise of each group of samples (its samples share them)
+        flat = costs.at(np.unravel_index(index[lo:hi:k] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
+        dur = flat.durations()  # (5S + 1, n or groups)
         point = _Point(dur, flat.alpha, flat.wire(), _sync_durations(program, flat), flat.t_opt)
         t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
         if factors is None:
             compute[lo:hi] = counts @ dur + program.p * flat.t_opt
-        else:
+        else:  # every point's durations, laid out as durations() lays them out (the same sums, to the bit)
+            per_point = np.repeat(dur.T, k, axis=0).T
             sample = index[lo:hi] % k
-            compute[lo:hi] = np.einsum("rn,rn->n", dur, factors.row_sums[:, sample]) + program.p * flat.t_opt
+            compute[lo:hi] = np.einsum("rn,rn->n", per_point, factors.row_sums[:, sample]) + program.p * np.repeat(flat.t_opt, k)
     return t_sim, finish, comm, compute
 
 
@@ -336,53 +347,81 @@ def _run_scan(
     """Run the scan over flat per-point inputs, tile by tile: ``t_sim (n,)``, ``finish (p, n)`` and
     the critical path's compute time ``(n,)``, float64.
 
-    With ``factors`` (``k`` samples) the points come in whole groups of samples ``0 … k-1``; a
-    tile holds whole groups, reordered sample-major, so each lane's factors broadcast over it.
+    The points are padded (repeating the last) to whole tiles and laid out tile-major once, so a
+    tile's inputs are contiguous; every tile writes its results into one output buffer. With
+    ``factors`` (``k`` samples) ``point`` holds the costs of groups of samples ``0 … k-1``; a tile
+    holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
     """
-    n = point.alpha.shape[0]
     shape, lanes = compiled.lanes(mode)
     n_waves = np.int64(compiled.program.n_waves)
     devices = jax.devices()
-    tile = min(chunk, bucket(n, 256))
     k, lane_factors = 0, (None, None)
     if factors is not None:
         k = factors.compute.shape[-1]
-        tile = max(1, min(tile, NOISY_TILE) // k) * k
-        lane_factors = (factors.compute.astype(dtype), factors.message.astype(dtype))
+        with jax.enable_x64(True):
+            lane_factors = (jnp.asarray(factors.compute, dtype), jnp.asarray(factors.message, dtype))
+    n = point.alpha.shape[0] * max(k, 1)  # points (with noise: groups × samples)
+    tile = min(chunk, bucket(n, 256), _tile_points(shape, point.dur.shape[0], k))
+    if k:
+        tile = max(1, tile // k) * k
     size = tile * len(devices)
+    n_tiles = -(-n // size)
+    tiles = _Point(*(_tile_major(a, size // max(k, 1), dtype) for a in point))  # each (n_tiles, …, size or groups)
     placed = _placement(len(devices))
+    t_sim, path = np.empty((n_tiles, size), dtype), np.empty((n_tiles, size), dtype)
+    finish = np.empty((n_tiles, shape.p, size), dtype)
 
-    def one(lo: int):
-        hi = min(lo + size, n)
-        args = [_pad_points(a[..., lo:hi], size).astype(dtype) for a in point]
-        if k:
-            args = [_sample_major(a, k) for a in args]
-        args = _Point(*args)
+    def one(i: int) -> None:
+        args = _Point(*(a[i] for a in tiles))
         with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
             if placed is not None:
                 args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
-            out = [np.asarray(o) for o in _scan_tile(shape, lanes, n_waves, args, k, *lane_factors)]
-        if k:
-            out = [_sample_major(o, size // k) for o in out]
-        return hi - lo, out
+            t_sim[i], finish[i], path[i] = _scan_tile(shape, lanes, n_waves, args, k, *lane_factors)
 
-    starts = range(0, n, size)
     workers = _scan_workers() if placed is None else 1
-    if workers > 1 and len(starts) > 1:
+    if workers > 1 and n_tiles > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            outs = list(pool.map(one, starts))
+            list(pool.map(one, range(n_tiles)))
     else:
-        outs = [one(lo) for lo in starts]
-    t_sim = np.concatenate([o[0][:k] for k, o in outs]).astype(np.float64)
-    finish = np.concatenate([o[1][:, :k] for k, o in outs], axis=1).astype(np.float64)
-    path = np.concatenate([o[2][:k] for k, o in outs]).astype(np.float64)
+        for i in range(n_tiles):
+            one(i)
+    t_sim, path = (_point_major(a, k)[:n].astype(np.float64) for a in (t_sim, path))
+    finish = _point_major(np.moveaxis(finish, 1, 0), k)[:, :n].astype(np.float64)
     return t_sim, finish, path
 
 
-def _sample_major(a: np.ndarray, k: int) -> np.ndarray:
-    """Points ``(…, g·k)`` ordered sample-fastest -> sample-slowest (and back, with ``k`` the group count)."""
+def _tile_points(shape: ScanShape, duration_rows: int, k: int) -> int:
+    """Most points of a scan tile whose float rows fit :data:`TILE_BYTES`: a power of two, at least 256.
+
+    Rows per point: the duration table (with ``k`` samples, one column per group of ``k`` points,
+    and the lanes' products of one block of :data:`NOISY_BLOCK` waves, three rows per lane), and
+    twice (time, path compute) the carried workers, registers, resources and synchronisation readiness.
+    """
+    state = shape.p + shape.n_regs + 2 + shape.n_resources + 1 + shape.n_sync * shape.p + 1
+    rows = 2 * state + (duration_rows / k + 3 * shape.p * NOISY_BLOCK if k else duration_rows)
+    tile = 256
+    while 2 * tile * rows * 8 <= TILE_BYTES:
+        tile *= 2
+    return tile
+
+
+def _tile_major(a: np.ndarray, size: int, dtype: np.dtype) -> np.ndarray:
+    """Flat points ``(…, n)`` padded (repeating the last point) to whole tiles of ``size`` and laid
+    out ``(tiles, …, size)``, contiguous, as ``dtype``."""
     lead, n = a.shape[:-1], a.shape[-1]
-    return np.ascontiguousarray(np.swapaxes(a.reshape(lead + (n // k, k)), -1, -2)).reshape(lead + (n,))
+    n_tiles = -(-n // size)
+    if n_tiles * size > n:
+        a = np.concatenate([a, np.repeat(a[..., -1:], n_tiles * size - n, axis=-1)], axis=-1)
+    return np.ascontiguousarray(np.moveaxis(a.reshape(lead + (n_tiles, size)), -2, 0), dtype=dtype)
+
+
+def _point_major(a: np.ndarray, k: int) -> np.ndarray:
+    """Results ``(…, tiles, size)`` back to flat points ``(…, tiles·size)``; with ``k`` samples each
+    tile's results are sample-major (``k`` blocks of its groups) and come back group-major."""
+    lead, (n_tiles, size) = a.shape[:-2], a.shape[-2:]
+    if k:  # (…, tiles, k, groups) -> (…, tiles, groups, k)
+        a = a.reshape(lead + (n_tiles, k, size // k)).swapaxes(-1, -2)
+    return a.reshape(lead + (n_tiles * size,))
 
 
 @dataclass(frozen=True)
@@ -400,7 +439,46 @@ class _LaneFactors:
 
 
 def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseConfig) -> _LaneFactors:
-    """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes.
+    """Draw the noise of every operation of ``table`` in samples ``0 … k-1`` and lay it out in lanes
+    (:func:`_noise_layout`)."""
+    program = compiled.program
+    k = noise.samples
+    layout = _noise_layout(compiled, table)
+    f = op_factors(noise, layout.identities, table.p, np.arange(k))
+    ones = np.ones((k, 1))
+    compute = np.concatenate([f.compute, ones], axis=1)[:, layout.rows[:, 0]]  # row -1: the appended ones
+    message = np.concatenate([f.message, ones], axis=1)[:, layout.rows[:, 1]]
+    waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.engine.compiled)
+
+    def lay_out(values: np.ndarray) -> np.ndarray:
+        out = np.ones((waves * program.p, k))
+        out[layout.lanes] = values.T
+        return out.reshape(waves, program.p, k)
+
+    row_sums = np.zeros((n_duration_rows(program.n_stages), k))
+    np.add.at(row_sums, program.cost_row.ravel()[layout.lanes], compute.T)
+    return _LaneFactors(lay_out(compute), lay_out(message), row_sums)
+
+
+class _NoiseLayout(NamedTuple):
+    """Where each keyed operation's factors go in a compiled table's lanes (a function of the table alone).
+
+    Attributes:
+      identities: ``(n_keys, 4)`` :func:`ppsweep.engine.noise.op_identities` of the table.
+      lanes: ``(n_steps,)`` flat active lane of each step of the program.
+      rows: ``(n_steps, 2)`` key row of each step's compute and message factor (-1: factor 1).
+    """
+
+    identities: np.ndarray
+    lanes: np.ndarray
+    rows: np.ndarray
+
+
+_NOISE_LAYOUTS: "weakref.WeakKeyDictionary[CompiledTable, _NoiseLayout]" = weakref.WeakKeyDictionary()
+
+
+def _noise_layout(compiled: CompiledTable, table: ScheduleTable) -> _NoiseLayout:
+    """The lanes of the keyed operations of ``table`` (kept with its compiled form: built once per table).
 
     Each step of the program (:mod:`ppsweep.engine.program`) takes the factors of the keyed operation it
     runs (:func:`ppsweep.engine.noise.op_identities`): an operation's single step its own; an overlapped
@@ -410,9 +488,10 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
     (:func:`ppsweep.engine.noise.pair_sends`). Steps ordered by ``(start slot, sub-wave, worker)`` are the
     row-major order of the active lanes (one step per worker per wave).
     """
+    hit = _NOISE_LAYOUTS.get(compiled)
+    if hit is not None:
+        return hit
     program = compiled.program
-    k = noise.samples
-    f = op_factors(noise, op_identities(table), table.p, np.arange(k))
     sends = pair_sends(table)
     steps = []  # (start, sub-wave, worker, row of its compute factor, row of its message factor); -1: factor 1
     key = 0
@@ -430,19 +509,8 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
     if lanes.shape[0] != len(steps):
         raise AssertionError(f"noise: {table.name}: {len(steps)} steps but {lanes.shape[0]} active lanes")
     rows = np.array([s[3:] for s in steps], dtype=np.int64).reshape(-1, 2)
-    ones = np.ones((k, 1))
-    compute = np.concatenate([f.compute, ones], axis=1)[:, rows[:, 0]]  # row -1: the appended ones
-    message = np.concatenate([f.message, ones], axis=1)[:, rows[:, 1]]
-    waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.engine.compiled)
-
-    def layout(values: np.ndarray) -> np.ndarray:
-        out = np.ones((waves * program.p, k))
-        out[lanes] = values.T
-        return out.reshape(waves, program.p, k)
-
-    row_sums = np.zeros((n_duration_rows(program.n_stages), k))
-    np.add.at(row_sums, program.cost_row.ravel()[lanes], compute.T)
-    return _LaneFactors(layout(compute), layout(message), row_sums)
+    layout = _NoiseLayout(op_identities(table), lanes, rows)
+    return _NOISE_LAYOUTS.setdefault(compiled, layout)
 
 
 def _scan_workers() -> int:
@@ -461,13 +529,6 @@ def _placement(n_devices: int):
     return lambda ndim: NamedSharding(mesh, PartitionSpec(*([None] * (ndim - 1) + ["points"])))
 
 
-
-
-def _pad_points(a: np.ndarray, size: int) -> np.ndarray:
-    pad = size - a.shape[-1]
-    if pad == 0:
-        return a
-    return np.concatenate([a, np.repeat(a[..., -1:], pad, axis=-1)], axis=-1)
 
 
 class Timed(NamedTuple):
@@ -528,11 +589,15 @@ def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: i
                message_factor=None):
     """One tile of the scan over the first ``n_waves`` waves of the padded ``lanes`` (a traced
     count: the padding waves, which hold no operation, are skipped, and every table of the same
-    padded shape shares the compiled code). With ``k > 0`` samples the tile's points are
-    sample-major (``k`` groups of ``n/k``) and the ``(waves, p, k)`` factors scale each lane's
-    compute time and messages."""
-    p, n = shape.p, point.alpha.shape[0]
+    padded shape shares the compiled code). With ``k > 0`` samples ``point`` holds the costs of
+    ``g`` groups of samples, the tile's ``n = k·g`` points are sample-major (``k`` blocks of the
+    ``g`` groups) and the ``(waves, p, k)`` factors scale each lane's compute time and messages."""
+    p, g = shape.p, point.alpha.shape[0]
+    n = g * k if k else g
     dtype = point.alpha.dtype
+    if k:  # a group's costs at each of its samples (sample-major)
+        spread = lambda a: jnp.broadcast_to(a[..., None, :], a.shape[:-1] + (k, g)).reshape(a.shape[:-1] + (n,))  # noqa: E731
+        point = point._replace(sync_dur=spread(point.sync_dur), t_opt=spread(point.t_opt))
     alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(dtype)])
     zeros = lambda rows: Timed(jnp.zeros((rows, n), dtype), jnp.zeros((rows, n), dtype))  # noqa: E731
     wire, msg = point.wire, message_time(point.alpha, point.wire)
@@ -540,20 +605,17 @@ def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: i
     state = _State(free=zeros(p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
                    ready=zeros(shape.n_sync * p + 1))
 
-    xs = lanes
-    if k:
-        # Every lane's duration and message times with their factors, (waves, p, n), before the
-        # loop: the products are rounded on their own, so no multiply fuses with an add (which
-        # XLA may do in some lanes of a tile and not in others: a point's last bits would then
-        # depend on its tile).
-        scale = lambda f, a: (a.reshape(a.shape[:-1] + (k, n // k)) * f[..., None]).reshape(f.shape[:2] + (n,))  # noqa: E731
-        noisy = (scale(compute_factor, point.dur[lanes[1]]), scale(message_factor, jnp.broadcast_to(wire, (1, 1, n))),
-                 scale(message_factor, jnp.broadcast_to(msg, (1, 1, n))))
-        xs = lanes + jax.lax.optimization_barrier(noisy)
+    xs = lanes if not k else lanes + (compute_factor, message_factor)
 
-    def wave(s: _State, x):
+    def scaled(x):
+        """Wave ``x``'s durations, wire and message times ``(p, n)`` with its lanes' factors ``(p, k)``
+        (the points sample-major)."""
+        by_sample = lambda f, a: (a[:, None, :] * f[:, :, None]).reshape((p, n))  # noqa: E731
+        return (by_sample(x[7], point.dur[x[1]]), by_sample(x[8], wire[None]), by_sample(x[8], msg[None]))
+
+    def wave(s: _State, x, noisy=()):
         on, row, dep, out, held, rnd, ss = x[:7]
-        d, lane_wire, lane_msg = x[7:] if k else (point.dur[row], wire, msg)  # (p, n) each with noise
+        d, lane_wire, lane_msg = noisy or (point.dur[row], wire, msg)
         start = alg.join(s.free, s.reg.at(dep))
         end = alg.compute(start, d)
         res, arrival = s.res, None
@@ -571,24 +633,41 @@ def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: i
         ready = s.ready.set(ss, end) if shape.n_sync else s.ready
         return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready), None
 
-    s = jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs))[0], state)
+    if k:
+        # The products of the noise are rounded on their own, never fused into the additions that
+        # use them (a fused multiply-add, which XLA may emit in some lanes of a tile and not in
+        # others: a point's last bits would then depend on its tile, and differ from the
+        # reference's). The waves run in blocks of NOISY_BLOCK: each block's products are
+        # computed at once, then an inner loop runs its waves; a value made outside a loop is a
+        # buffer to the loop, which no fusion crosses (the inner loop's trip count is traced, so
+        # XLA cannot unroll it; an optimization_barrier would not do: XLA removes it before fusing).
+        def block(b, s):
+            base = b * NOISY_BLOCK
+            xb = tuple(jax.lax.dynamic_slice_in_dim(a, base, NOISY_BLOCK) for a in xs)
+            products = jax.vmap(scaled)(xb)
+            inner = lambda j, s: wave(s, tuple(a[j] for a in xb), tuple(q[j] for q in products))[0]  # noqa: E731
+            return jax.lax.fori_loop(0, jnp.minimum(NOISY_BLOCK, n_waves - base), inner, s)
+
+        s = jax.lax.fori_loop(0, (n_waves + NOISY_BLOCK - 1) // NOISY_BLOCK, block, state)
+    else:
+        s = jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs))[0], state)
     finish, res = s.free, s.res
 
     # Gradient synchronisations, in the order they take their resources.
     sync_end: dict[int, Timed] = {}
-    for k in shape.sync_order:
-        held = shape.sync_resources[k]
-        end = synchronise(alg, [s.ready.at(k * p + w) for w in shape.sync_holders[k]], [res.at(i) for i in held],
-                          point.sync_dur[k])
+    for q in shape.sync_order:
+        held = shape.sync_resources[q]
+        end = synchronise(alg, [s.ready.at(q * p + w) for w in shape.sync_holders[q]], [res.at(i) for i in held],
+                          point.sync_dur[q])
         if held:
             res = res.set(jnp.array(held), end)
-        sync_end[k] = end
+        sync_end[q] = end
 
     # Each worker's optimizer update (where t_opt > 0), then the step's end.
     updating = point.t_opt > 0
     worker_end = []
     for w in range(p):
-        done = alg.join(finish.at(w), *[sync_end[k] for k, h in enumerate(shape.sync_holders) if w in h])
+        done = alg.join(finish.at(w), *[sync_end[q] for q, h in enumerate(shape.sync_holders) if w in h])
         worker_end.append(Timed.where(updating, alg.compute(done, point.t_opt), finish.at(w)))
-    t_sim = alg.join(*worker_end, *[sync_end[k] for k in range(shape.n_sync)])
+    t_sim = alg.join(*worker_end, *[sync_end[q] for q in range(shape.n_sync)])
     return t_sim.t, finish.t, t_sim.pc
