@@ -6,8 +6,9 @@
     python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
     python scripts/bench.py --skip-table --noise   # noisy samples/s beside the noise-free scan
     python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
-    python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store)
-    python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end (minutes)
+    python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
+                                         #   cold (empty table, envelope and JAX caches) then warm (second run)
+    python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end, cold then warm (minutes)
     python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
 
 Every run ends with the issue-15 targets, each beside its measured value and its ratio to the
@@ -28,7 +29,8 @@ p=8, m=32 over a bandwidth × latency grid. For every schedule and comm mode the
   would not see them) and the process's baseline;
 - float32 beside float64, with float32's largest relative error in ``t_sim``.
 
-JAX's persistent compilation cache is not used, so compile times are cold.
+JAX's persistent compilation cache and the envelope cache (``PPSWEEP_ENVELOPE_CACHE``) are not used
+in this process, so compile times are cold.
 """
 
 from __future__ import annotations
@@ -464,22 +466,46 @@ def _seconds(fn) -> float:
 # --million, --design: whole sweeps through the command line
 
 
-def bench_sweep(name: str, extra: list[str]) -> dict:
+#: The environment as the user started the bench (before it turns the envelope cache off for itself).
+_USER_ENV = dict(os.environ)
+
+#: The on-disk caches a sweep reads and fills: environment variables, and the JAX one as an override.
+CACHE_ENVS = ("PPSWEEP_TABLE_CACHE", "PPSWEEP_ENVELOPE_CACHE")
+
+
+def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: str = "",
+                results_dir: Path | None = None) -> dict:
     """``python -m ppsweep +sweep=<name>`` into a temporary results_dir, in a fresh process.
 
-    Returns points, wall seconds, points/s and the CPU seconds of the run (user + system, the
-    process and its children: ``cpu / wall`` near 2 on this 2-core machine means both cores busy).
+    Args:
+      name: the sweep; extra: more overrides.
+      caches: a directory for every on-disk cache the run uses (tables, envelopes, JAX's
+        compiled code; empty: a cold run, filled by an earlier run: warm); None: the user's.
+      label: printed after the sweep's name (``cold``, ``warm``).
+      results_dir: where the store goes (kept); None: a temporary directory.
+
+    Returns points, wall seconds, points/s, the run's own seconds (its "wrote ... in" line) and
+    the CPU seconds of the run (user + system, the process and its children: ``cpu / wall`` near
+    2 on this 2-core machine means both cores busy).
     """
     import re
     import resource
     import subprocess
 
+    env = dict(_USER_ENV)
+    cache_args = []
+    if caches is not None:
+        for var in CACHE_ENVS:
+            env[var] = str(caches / var.rsplit("_", 2)[1].lower())
+        cache_args = [f"engine.compilation_cache={caches / 'jax'}"]
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={tmp}", "progress=false", *extra]
+        out_dir = results_dir if results_dir is not None else tmp
+        cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={out_dir}", "progress=false",
+               *cache_args, *extra]
         load_before = os.getloadavg()[0]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         load_after = os.getloadavg()[0]
@@ -488,17 +514,37 @@ def bench_sweep(name: str, extra: list[str]) -> dict:
     if done.returncode:
         print(out[-2000:])
         raise SystemExit(f"{' '.join(cmd)} failed with exit code {done.returncode}")
-    match = re.search(r"wrote ([\d,]+) points", out)
+    match = re.search(r"wrote ([\d,]+) points in ([\d.]+) s", out)
     points = int(match.group(1).replace(",", "")) if match else 0
+    own = float(match.group(2)) if match else float("nan")
+    shown = [a for a in cmd[1:] if not a.startswith(("results_dir=", "engine.compilation_cache="))]
     print()
-    print(f"--{name}: {' '.join(cmd[1:4] + cmd[6:])} (results_dir: a temporary directory; "
+    print(f"--{name}{' ' + label if label else ''}: {' '.join(shown)} (results_dir: {'kept' if results_dir else 'a temporary directory'}; "
+          f"caches: {'the user' + chr(39) + 's' if caches is None else str(caches)}; "
           f"load average {load_before:.1f} before, {load_after:.1f} after)")
     for line in out.splitlines():
         if line.startswith(("wrote", "time split")) or line.startswith("  "):
             print(f"  {line.strip()}")
     print(f"  {points:,} points in {wall:.1f} s wall (process start included) = {points / wall:,.0f} points/s; "
           f"CPU {cpu:.1f} s = {cpu / wall:.2f} cores busy on average")
-    return {"points": points, "wall": wall, "rate": points / wall, "cores": cpu / wall}
+    split = re.search(r"build ([\d.]+) s, compile ([\d.]+) s, evaluate ([\d.]+) s, write ([\d.]+) s", out)
+    return {"points": points, "wall": wall, "rate": points / wall, "cores": cpu / wall, "own": own, "cpu": cpu,
+            "split": tuple(float(x) for x in split.groups()) if split else None}
+
+
+def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, list[str]], ...] = ()) -> list[dict]:
+    """The sweep with every on-disk cache empty (cold), then again with what it left (warm), then
+    each ``(label, overrides)`` of ``more`` with the same (warm) caches.
+
+    Returns:
+      The cold run's figures, the warm run's, then those of ``more`` (as :func:`bench_sweep`).
+    """
+    with tempfile.TemporaryDirectory() as caches:
+        cold = bench_sweep(name, extra, Path(caches), "cold (tables, envelopes and JAX's compiled code: empty caches)")
+        warm = bench_sweep(name, extra, Path(caches), "warm (the same caches, filled by the cold run)")
+        print(f"  warm against cold, same bench run: {cold['wall'] / warm['wall']:.2f}x faster end to end")
+        others = [bench_sweep(name, extra + overrides, Path(caches), label) for label, overrides in more]
+    return [cold, warm, *others]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,25 +559,27 @@ def print_targets(figures: dict) -> None:
         ("  the same over CPU seconds, ops/s", ">= 1 M", figures.get("fast_ops_cpu_s"), today_build_compile, 1e6, False),
         ("1F1B p=64 m=512 ready to evaluate, s", "<= 0.1", figures.get("ready_1f1b"), 65536 / today_build_compile, 0.1, True),
         ("  the same, its table from the disk cache, s", "<= 0.1", figures.get("ready_1f1b_cached"), 65536 / today_build_compile, 0.1, True),
-        ("+sweep=million end to end, points/s", ">= 1 M", figures.get("million"), 30e3, 1e6, False),
-        ("+sweep=design end to end, s", "<= 120", figures.get("design"), None, 120, True),
+        ("+sweep=million end to end, points/s (cold caches)", ">= 1 M", figures.get("million"), 30e3, 1e6, False),
+        ("  the same, warm caches (second run)", ">= 1 M", figures.get("million_warm"), 30e3, 1e6, False),
+        ("+sweep=design end to end, s (cold caches)", "<= 120", figures.get("design"), None, 120, True),
+        ("  the same, warm caches (second run)", "<= 120", figures.get("design_warm"), None, 120, True),
         ("scan, p=8 m=32 f64 mixed overlap, points/s", ">= 1 M", figures.get("scan"), 243e3, 1e6, False),
         ("envelope, p=8 m=32 f64 mixed overlap, points/s", ">= 300 M", figures.get("envelope"), 129e6, 300e6, False),
         ("cores busy during +sweep=million (of 2)", "2", figures.get("cores"), None, 1.8, False),
     ]
     print()
     print("Issue 15 targets (measured in this run; ratio = measured / before, inverted for seconds):")
-    head = f"  {'target':48s} {'wanted':>9s} {'measured':>10s} {'before':>9s} {'ratio':>7s}  met"
+    head = f"  {'target':52s} {'wanted':>9s} {'measured':>10s} {'before':>9s} {'ratio':>7s}  met"
     print(head)
     for label, wanted, value, before, bound, lower_is_better in rows:
         if value is None or value != value:
-            print(f"  {label:48s} {wanted:>9s} {'-':>10s}")
+            print(f"  {label:52s} {wanted:>9s} {'-':>10s}")
             continue
         shown = f"{value:.3f}" if lower_is_better or value < 100 else fmt_rate(value)
         before_s = "-" if before is None else (f"{before:.2f}" if lower_is_better else fmt_rate(before))
         ratio = "-" if before is None else f"{(before / value if lower_is_better else value / before):6.1f}x"
         met = value <= bound if lower_is_better else value >= bound
-        print(f"  {label:48s} {wanted:>9s} {shown:>10s} {before_s:>9s} {ratio:>7s}  {'yes' if met else 'no'}")
+        print(f"  {label:52s} {wanted:>9s} {shown:>10s} {before_s:>9s} {ratio:>7s}  {'yes' if met else 'no'}")
 
 
 # --noise: the scan with noise (README, "Uncertainty") beside the noise-free scan
@@ -614,6 +662,9 @@ def main() -> None:
 
     start = time.perf_counter()
     figures: dict = {}
+    # This process's figures time the envelope's build: never read envelopes back from the disk
+    # cache (the sweeps below run in their own processes with their own caches).
+    os.environ["PPSWEEP_ENVELOPE_CACHE"] = "off"
     print(f"machine: {machine()}")
     print(f"command: python scripts/bench.py {' '.join(sys.argv[1:])}".rstrip())
     print()
@@ -632,14 +683,15 @@ def main() -> None:
     if args.tables:
         figures.update(bench_tables(args.reps))
     if args.million:
-        million = bench_sweep("million", [])
-        figures["million"], figures["cores"] = million["rate"], million["cores"]
-        if args.compare_workers:
-            one = bench_sweep("million", ["engine.workers=1"])
-            print(f"  the default engine.workers against engine.workers=1, same run: {one['wall'] / million['wall']:.2f}x "
-                  f"the points/s, {million['cores'] / one['cores']:.2f}x the cores busy")
+        more = (("warm, engine.workers=1", ["engine.workers=1"]),) if args.compare_workers else ()
+        million, warm, *one = bench_sweep_cold_warm("million", [], more)
+        figures["million"], figures["cores"], figures["million_warm"] = million["rate"], million["cores"], warm["rate"]
+        if one:
+            print(f"  the default engine.workers against engine.workers=1, both warm, same run: {one[0]['wall'] / warm['wall']:.2f}x "
+                  f"the points/s, {warm['cores'] / one[0]['cores']:.2f}x the cores busy")
     if args.design:
-        figures["design"] = bench_sweep("design", [])["wall"]
+        design, warm = bench_sweep_cold_warm("design", [])
+        figures["design"], figures["design_warm"] = design["wall"], warm["wall"]
     if args.large:
         n_latency = 1000
         n_bandwidth = -(-args.large_points // (len(SCHEDULES) * 2 * n_latency))

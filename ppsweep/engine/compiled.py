@@ -2,8 +2,9 @@
 
 :func:`compiled_for` gives the :class:`CompiledTable` of a table: its :class:`~ppsweep.engine.program.Program`
 (compiled once), and, built on first use and kept with it, the scan's padded lanes of each
-communication mode and the envelopes of each (mode, feature directions, cap). The cache holds
-tables weakly: a table's compiled form goes when the table does.
+communication mode and the envelopes of each (mode, feature directions, cap), these also kept on
+disk across runs (:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a
+table's compiled form goes when the table does.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class CompiledTable:
         self._routes: dict[str, Routing] = {}
         self._lanes: dict[str, tuple[ScanShape, tuple]] = {}
         self._envelopes: dict[tuple, Any] = {}
+        self._digest: dict[str, str] = {}
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
@@ -82,6 +84,7 @@ class CompiledTable:
         """The envelope of ``mode`` for feature ``weights`` (identified by ``key``), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
         from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
+        from ppsweep.engine.envelope_cache import cached_envelope
 
         def build():
             try:
@@ -89,7 +92,16 @@ class CompiledTable:
             except EnvelopeTooLarge as err:
                 return err
 
-        return self._cached(self._envelopes, (mode, cap) + key, build)
+        def from_disk():
+            return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build)
+
+        return self._cached(self._envelopes, (mode, cap) + key, from_disk)
+
+    def digest(self) -> str:
+        """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""
+        from ppsweep.engine.envelope_cache import table_digest
+
+        return self._cached(self._digest, "table", lambda: table_digest(self._table()))
 
     def _cached(self, store: dict, key: Any, make: Any) -> Any:
         with self._lock:

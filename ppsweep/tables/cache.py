@@ -9,22 +9,20 @@ back for a different table or a different code.
 Where: ``$PPSWEEP_TABLE_CACHE`` if set, else ``~/.cache/ppsweep/tables``; ``PPSWEEP_TABLE_CACHE=off``
 turns the cache off. Files are written under a temporary name in the same directory and renamed
 into place, so concurrent writers (shards, worker processes) never expose a partial file, and a
-file that cannot be read (damaged, foreign) is rebuilt and replaced. Old files are never used by
-newer code; delete the directory to reclaim the space.
+file that cannot be read (damaged, foreign) is rebuilt and replaced (:mod:`ppsweep.disk_cache`,
+shared with the envelope cache). Old files are never used by newer code; delete the directory to
+reclaim the space.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from ppsweep import disk_cache
 from ppsweep.tables.fast_realize import table_ops
 from ppsweep.tables.table import ScheduleTable
 
@@ -42,10 +40,7 @@ _MODULES = ("ops.py", "table.py", "fast_realize.py", "validate.py", "build.py", 
 
 def cache_dir() -> Path | None:
     """The cache directory, or None when the cache is off."""
-    value = os.environ.get(CACHE_ENV)
-    if value is not None and value.strip().lower() in ("off", "0", "false", "none", ""):
-        return None
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "ppsweep" / "tables"
+    return disk_cache.cache_dir(CACHE_ENV, "tables")
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,17 +48,12 @@ def code_version() -> str:
     """Hash of the source of every module that builds a table (schedules included)."""
     tables = Path(__file__).resolve().parent
     files = [tables / name for name in _MODULES] + sorted((tables.parent / "schedules").glob("*.py"))
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return disk_cache.source_version(files + [Path(disk_cache.__file__).resolve()])
 
 
 def table_key(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> str:
     """File name of a table: a hash of everything that defines it, the code's version included."""
-    text = json.dumps([name, p, m, f_slots, b_slots, [list(o) for o in options], code_version()])
-    return hashlib.sha256(text.encode()).hexdigest()[:32] + ".npz"
+    return disk_cache.key_name([name, p, m, f_slots, b_slots, [list(o) for o in options], code_version()])
 
 
 def cached_table(
@@ -96,20 +86,19 @@ def cached_table(
 
 
 def _read(path: Path) -> ScheduleTable | None:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            arrays = {}
-            for key in _ARRAYS:
-                stored = data[key]
-                arrays[key] = stored.astype(meta["dtypes"][key], copy=False)
-    except (OSError, ValueError, KeyError, EOFError, json.JSONDecodeError):
+    read = disk_cache.read_npz(path)
+    if read is None:
         return None  # damaged or foreign: rebuilt and replaced
-    return ScheduleTable(
-        name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
-        split_backward=meta["split_backward"], f_slots=meta["f_slots"], b_slots=meta["b_slots"],
-        options=meta["options"], **arrays,
-    )
+    meta, stored = read
+    try:
+        arrays = {key: stored[key].astype(meta["dtypes"][key], copy=False) for key in _ARRAYS}
+        return ScheduleTable(
+            name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
+            split_backward=meta["split_backward"], f_slots=meta["f_slots"], b_slots=meta["b_slots"],
+            options=meta["options"], **arrays,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _write(path: Path, table: ScheduleTable) -> None:
@@ -120,24 +109,4 @@ def _write(path: Path, table: ScheduleTable) -> None:
         "split_backward": bool(table.split_backward), "f_slots": table.f_slots, "b_slots": table.b_slots,
         "options": table.options, "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
-    stored = {key: _narrow(a) for key, a in arrays.items()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, meta=np.array(json.dumps(meta)), **stored)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass  # a read-only or full disk: the cache is an optimisation only
-
-
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """Integer arrays in the smallest integer type that holds them (restored on reading)."""
-    if a.dtype.kind != "i" or a.size == 0:
-        return a
-    small = np.promote_types(np.min_scalar_type(int(a.min())), np.min_scalar_type(int(a.max())))
-    return a.astype(small) if small.kind in "iu" and small.itemsize < a.dtype.itemsize else a
+    disk_cache.write_npz(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})

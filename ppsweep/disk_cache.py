@@ -1,0 +1,118 @@
+"""What the on-disk caches share: where they live, the code's version, safe reads and writes.
+
+Two caches use it: built tables (:mod:`ppsweep.tables.cache`) and built envelopes
+(:mod:`ppsweep.engine.envelope_cache`). Each is a directory named by an environment variable
+(``off`` turns it off) with a default under ``~/.cache/ppsweep``, and holds one ``.npz`` file
+per key. A key includes a hash of the source of every module that computes what the file holds
+(:func:`source_version`), so a code change starts a fresh set of files and nothing stale is
+ever read. Files are written under a temporary name in the same directory and renamed into
+place (:func:`write_npz`), so concurrent writers (shards, worker processes) never expose a
+partial file; a file that cannot be read (damaged, truncated, foreign) reads as None
+(:func:`read_npz`) and its caller rebuilds and replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Values of a cache's environment variable that turn it off (case-insensitive, trimmed).
+OFF_VALUES = ("off", "0", "false", "none", "")
+
+
+def cache_dir(env: str, default_name: str) -> Path | None:
+    """The directory of one cache, or None when it is off.
+
+    Args:
+      env: the environment variable naming the directory (``off``: no cache).
+      default_name: the directory under ``~/.cache/ppsweep`` when the variable is not set.
+
+    Returns:
+      The directory (not created here), or None.
+    """
+    value = os.environ.get(env)
+    if value is not None and value.strip().lower() in OFF_VALUES:
+        return None
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "ppsweep" / default_name
+
+
+def source_version(paths: Iterable[Path]) -> str:
+    """A hash of the names and contents of ``paths`` (the source that defines a cached value).
+
+    Args:
+      paths: the source files, in a fixed order.
+
+    Returns:
+      16 hexadecimal digits.
+    """
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def key_name(parts: Any) -> str:
+    """The file name of a key: a hash of ``parts`` (JSON-serialisable) and ``.npz``."""
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32] + ".npz"
+
+
+def read_npz(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """The metadata and arrays of a file :func:`write_npz` wrote, or None where it cannot be read.
+
+    Args:
+      path: the file.
+
+    Returns:
+      ``(meta, arrays)``, every array read into memory; None for a missing, damaged, truncated
+      or foreign file (the caller rebuilds it).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {key: data[key] for key in data.files if key != "meta"}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    return meta, arrays
+
+
+def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Write ``meta`` (JSON) and ``arrays`` to ``path`` atomically: a temporary file in the same
+    directory, then a rename. A disk that refuses (read-only, full) is ignored: a cache is an
+    optimisation only.
+
+    Args:
+      path: the file; its directory is created if needed.
+      meta: JSON-serialisable metadata.
+      arrays: the arrays (no key ``meta``).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, meta=np.array(json.dumps(meta)), **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
+
+
+def narrow(a: np.ndarray) -> np.ndarray:
+    """An integer array in the smallest integer type that holds it (the caller restores the type)."""
+    if a.dtype.kind != "i" or a.size == 0:
+        return a
+    small = np.promote_types(np.min_scalar_type(int(a.min())), np.min_scalar_type(int(a.max())))
+    return a.astype(small) if small.kind in "iu" and small.itemsize < a.dtype.itemsize else a

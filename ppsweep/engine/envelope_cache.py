@@ -1,0 +1,197 @@
+"""Built envelopes cached on disk, shared by runs, shards and processes.
+
+An envelope (:func:`ppsweep.engine.envelope.build_envelope`) is a function of the table, the
+communication mode, the feature directions (weights and which features are communication), the
+cap, and the code that compiles a table and builds its envelope. :func:`cached_envelope` keeps
+each built envelope -- or the verdict that the table needs more vectors than the cap, so the
+engine's fallback to the scan is decided without building again -- in one file named by a hash
+of all of that: the table's content (every field, arrays by their bytes, not its name alone),
+the mode, the weights' and flags' bytes, the cap and the source of every module that takes part
+(:func:`code_version`). A change to any of them reads no old file.
+
+Where: ``$PPSWEEP_ENVELOPE_CACHE`` if set, else ``~/.cache/ppsweep/envelopes``;
+``PPSWEEP_ENVELOPE_CACHE=off`` turns it off. Writes are atomic and damaged files are rebuilt
+(:mod:`ppsweep.disk_cache`, shared with the table cache); a file whose arrays do not fit the
+request (shapes, flags) is rebuilt too. Envelopes of programs under :data:`MIN_WAVES` waves are
+built rather than read (building them costs about as much as reading). Delete the directory to
+reclaim the space.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from ppsweep import disk_cache
+from ppsweep.engine.envelope import Envelope, EnvelopeTooLarge
+from ppsweep.engine.program import Program
+from ppsweep.tables.table import ScheduleTable
+
+#: Environment variable naming the cache directory (``off``: no cache).
+CACHE_ENV = "PPSWEEP_ENVELOPE_CACHE"
+
+#: Programs with fewer waves than this build their envelope rather than read it.
+MIN_WAVES = 16
+
+#: Modules whose source defines a built envelope, by package.
+_MODULES = {
+    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "fast_envelope.py", "compiled.py",
+               "envelope_cache.py"),
+    "tables": ("ops.py", "table.py", "fast_realize.py"),
+}
+
+#: What :func:`cached_envelope` gives: the envelope, or the verdict that it is too large.
+Built = Union[Envelope, EnvelopeTooLarge]
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is off."""
+    return disk_cache.cache_dir(CACHE_ENV, "envelopes")
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the source of every module that compiles a table or builds its envelope."""
+    package = Path(__file__).resolve().parent.parent
+    files = [package / folder / name for folder, names in _MODULES.items() for name in names]
+    return disk_cache.source_version(files + [Path(disk_cache.__file__).resolve()])
+
+
+def table_digest(table: ScheduleTable) -> str:
+    """Hash of a table's content: every field, arrays by dtype, shape and bytes.
+
+    Args:
+      table: the table.
+
+    Returns:
+      32 hexadecimal digits.
+    """
+    digest = hashlib.sha256()
+    for field in dataclasses.fields(table):
+        value = getattr(table, field.name)
+        digest.update(field.name.encode())
+        if isinstance(value, np.ndarray):
+            digest.update(f"{value.dtype.str}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+        else:
+            digest.update(json.dumps(_canonical(value), sort_keys=True, default=repr).encode())
+    return digest.hexdigest()[:32]
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` in a JSON form that does not depend on set order."""
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    return value
+
+
+def envelope_key(digest: str, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int) -> str:
+    """File name of an envelope: a hash of everything that defines it, the code's version included.
+
+    Args:
+      digest: the table's :func:`table_digest`.
+      mode: communication mode.
+      weights: ``(J, raw_size)`` feature weights; comm: ``(J,)`` communication flags.
+      cap: largest set kept at a node.
+    """
+    weights = np.ascontiguousarray(weights)
+    comm = np.ascontiguousarray(comm)
+    arrays = hashlib.sha256(weights.tobytes() + comm.tobytes()).hexdigest()
+    return disk_cache.key_name(["envelope", digest, mode, int(cap), weights.dtype.str, list(weights.shape),
+                                comm.dtype.str, list(comm.shape), arrays, code_version()])
+
+
+def cached_envelope(
+    digest: Callable[[], str],
+    program: Program,
+    mode: str,
+    weights: np.ndarray,
+    comm: np.ndarray,
+    cap: int,
+    build: Callable[[], Built],
+) -> Built:
+    """The envelope (or too-large verdict) from the cache, or ``build()`` (then stored).
+
+    Args:
+      digest: gives the table's :func:`table_digest` (called only when the cache is used).
+      program: the table's compiled program (its size decides whether the cache is used).
+      mode, weights, comm, cap: as in :func:`ppsweep.engine.envelope.build_envelope`.
+      build: builds the envelope, returning the :class:`EnvelopeTooLarge` it raises.
+
+    Returns:
+      What ``build()`` returns, array for array.
+    """
+    directory = cache_dir()
+    if directory is None or program.n_waves < MIN_WAVES:
+        return build()
+    path = directory / envelope_key(digest(), mode, weights, comm, cap)
+    hit = _read(path, program.p, np.asarray(comm, dtype=bool))
+    if hit is not None:
+        return hit
+    built = build()
+    _write(path, built)
+    return built
+
+
+def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
+    """The stored value, or None where the file is missing, damaged or does not fit the request."""
+    read = disk_cache.read_npz(path)
+    if read is None:
+        return None
+    meta, arrays = read
+    try:
+        if meta["kind"] == "too_large":
+            return EnvelopeTooLarge(str(meta["message"]))
+        if meta["kind"] != "envelope":
+            return None
+        t_sim, compute, flags = arrays["t_sim"], arrays["compute"], arrays["comm"]
+        rows, counts = arrays["finish_rows"], arrays["finish_counts"]
+        J = comm.shape[0]
+        fits = (
+            t_sim.ndim == 2 and t_sim.shape[1] == J and rows.ndim == 2 and rows.shape[1] == J
+            and compute.shape == (J,) and flags.dtype == bool and np.array_equal(flags, comm)
+            and counts.shape == (p,) and int(counts.sum()) == rows.shape[0] and (counts >= 0).all()
+        )
+        if not fits:
+            return None
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        return Envelope(
+            t_sim=t_sim,
+            finish=tuple(rows[bounds[w] : bounds[w + 1]] for w in range(p)),
+            compute=compute,
+            comm=flags,
+            depth=int(meta["depth"]),
+            largest=int(meta["largest"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _write(path: Path, built: Built) -> None:
+    """Store an envelope or a too-large verdict at ``path`` (atomically)."""
+    if isinstance(built, EnvelopeTooLarge):
+        disk_cache.write_npz(path, {"kind": "too_large", "message": str(built)}, {})
+        return
+    J = built.compute.shape[0]
+    rows = np.concatenate([np.reshape(f, (-1, J)) for f in built.finish]) if built.finish else np.zeros((0, J))
+    disk_cache.write_npz(
+        path,
+        {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest)},
+        {
+            "t_sim": built.t_sim,
+            "finish_rows": rows,
+            "finish_counts": np.array([np.shape(f)[0] for f in built.finish], dtype=np.int64),
+            "compute": built.compute,
+            "comm": np.asarray(built.comm, dtype=bool),
+        },
+    )
