@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -71,6 +71,7 @@ class CompiledTable:
         self._lanes: dict[str, tuple[ScanShape, tuple]] = {}
         self._envelopes: dict[tuple, Any] = {}
         self._digest: dict[str, str] = {}
+        self._derived: dict[str, Any] = {}
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
@@ -102,6 +103,11 @@ class CompiledTable:
         from ppsweep.engine.envelope_cache import table_digest
 
         return self._cached(self._digest, "table", lambda: table_digest(self._table()))
+
+    def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:
+        """A value derived from the program and the table, built once by ``make(program, table)``
+        and kept under ``name`` (e.g. the scan's noise layout, :mod:`ppsweep.engine.core`)."""
+        return self._cached(self._derived, name, lambda: make(self.program, self._table()))
 
     def _cached(self, store: dict, key: Any, make: Any) -> Any:
         with self._lock:

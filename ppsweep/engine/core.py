@@ -29,7 +29,6 @@ Two methods compute the same results (``method``):
 from __future__ import annotations
 
 import functools
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -443,7 +442,7 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
     (:func:`_noise_layout`)."""
     program = compiled.program
     k = noise.samples
-    layout = _noise_layout(compiled, table)
+    layout = compiled.derived("noise_layout", _noise_layout)
     f = op_factors(noise, layout.identities, table.p, np.arange(k))
     ones = np.ones((k, 1))
     compute = np.concatenate([f.compute, ones], axis=1)[:, layout.rows[:, 0]]  # row -1: the appended ones
@@ -474,11 +473,9 @@ class _NoiseLayout(NamedTuple):
     rows: np.ndarray
 
 
-_NOISE_LAYOUTS: "weakref.WeakKeyDictionary[CompiledTable, _NoiseLayout]" = weakref.WeakKeyDictionary()
-
-
-def _noise_layout(compiled: CompiledTable, table: ScheduleTable) -> _NoiseLayout:
-    """The lanes of the keyed operations of ``table`` (kept with its compiled form: built once per table).
+def _noise_layout(program: Program, table: ScheduleTable) -> _NoiseLayout:
+    """The lanes of the keyed operations of ``table`` compiled as ``program`` (kept with its
+    compiled form, :meth:`ppsweep.engine.compiled.CompiledTable.derived`: built once per table).
 
     Each step of the program (:mod:`ppsweep.engine.program`) takes the factors of the keyed operation it
     runs (:func:`ppsweep.engine.noise.op_identities`): an operation's single step its own; an overlapped
@@ -488,10 +485,6 @@ def _noise_layout(compiled: CompiledTable, table: ScheduleTable) -> _NoiseLayout
     (:func:`ppsweep.engine.noise.pair_sends`). Steps ordered by ``(start slot, sub-wave, worker)`` are the
     row-major order of the active lanes (one step per worker per wave).
     """
-    hit = _NOISE_LAYOUTS.get(compiled)
-    if hit is not None:
-        return hit
-    program = compiled.program
     sends = pair_sends(table)
     steps = []  # (start, sub-wave, worker, row of its compute factor, row of its message factor); -1: factor 1
     key = 0
@@ -509,8 +502,7 @@ def _noise_layout(compiled: CompiledTable, table: ScheduleTable) -> _NoiseLayout
     if lanes.shape[0] != len(steps):
         raise AssertionError(f"noise: {table.name}: {len(steps)} steps but {lanes.shape[0]} active lanes")
     rows = np.array([s[3:] for s in steps], dtype=np.int64).reshape(-1, 2)
-    layout = _NoiseLayout(op_identities(table), lanes, rows)
-    return _NOISE_LAYOUTS.setdefault(compiled, layout)
+    return _NoiseLayout(op_identities(table), lanes, rows)
 
 
 def _scan_workers() -> int:
