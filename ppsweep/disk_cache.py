@@ -45,7 +45,8 @@ def cache_dir(env: str, default_name: str) -> Path | None:
 
 
 def source_version(paths: Iterable[Path]) -> str:
-    """A hash of the names and contents of ``paths`` (the source that defines a cached value).
+    """A hash of the names and contents of ``paths`` (the source that defines a cached value) and
+    of this module (which defines how it is stored).
 
     Args:
       paths: the source files, in a fixed order.
@@ -54,7 +55,7 @@ def source_version(paths: Iterable[Path]) -> str:
       16 hexadecimal digits.
     """
     digest = hashlib.sha256()
-    for path in paths:
+    for path in [*paths, Path(__file__).resolve()]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

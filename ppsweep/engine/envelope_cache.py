@@ -60,7 +60,7 @@ def code_version() -> str:
     """Hash of the source of every module that compiles a table or builds its envelope."""
     package = Path(__file__).resolve().parent.parent
     files = [package / folder / name for folder, names in _MODULES.items() for name in names]
-    return disk_cache.source_version(files + [Path(disk_cache.__file__).resolve()])
+    return disk_cache.source_version(files)
 
 
 def table_digest(table: ScheduleTable) -> str:

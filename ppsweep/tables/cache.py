@@ -48,7 +48,7 @@ def code_version() -> str:
     """Hash of the source of every module that builds a table (schedules included)."""
     tables = Path(__file__).resolve().parent
     files = [tables / name for name in _MODULES] + sorted((tables.parent / "schedules").glob("*.py"))
-    return disk_cache.source_version(files + [Path(disk_cache.__file__).resolve()])
+    return disk_cache.source_version(files)
 
 
 def table_key(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> str:
