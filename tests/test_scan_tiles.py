@@ -65,7 +65,7 @@ def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode):
 def test_noise_free_results_are_the_same_bits_whatever_the_tile(name, p, m, mode, monkeypatch):
     table = build_schedule(name, p, m)
     costs, options = _grid(table, 600, seed=1)
-    whole = _run(table, costs, options, mode)  # one tile of 768 points, or two of 512 (the tile rule)
+    whole = _run(table, costs, options, mode)  # one tile of 1,024 points, or two of 512 (the tile rule)
     monkeypatch.setattr(core, "TILE_BYTES", 0)  # every tile 256 points, whatever the table
     _assert_same_bits(whole, _run(table, costs, options, mode))
 
@@ -76,7 +76,7 @@ def test_tile_rule_keeps_a_tile_s_rows_within_the_budget():
     for name in ("gpipe", "chimera", "hanayo", "dualpipe"):
         table = build_schedule(name, 8, 32)
         for mode in MODES:
-            shape, _ = compiled_for(table).lanes(mode)
+            shape = compiled_for(table).lanes(mode).shape
             state = shape.p + shape.n_regs + 2 + shape.n_resources + 1 + shape.n_sync * shape.p + 1
             rows = 2 * state + n_duration_rows(table.n_stages)
             tile = core._tile_points(shape, n_duration_rows(table.n_stages), 0)
@@ -97,7 +97,7 @@ def test_tile_rule_keeps_a_tile_s_rows_within_the_budget():
     assert tiles[0] > tiles[-1]
 
 
-@pytest.mark.parametrize("name, p, m", [("gpipe", 4, 4), ("zb_h1", 4, 8)])
+@pytest.mark.parametrize("name, p, m", [("gpipe", 4, 4), ("zb_h1", 4, 8), ("1f1b", 4, 40)])  # 1f1b: two blocks of waves
 def test_noisy_products_are_rounded_on_their_own(name, p, m):
     # The reference simulator multiplies each duration and message time by its factor in Python
     # (each product rounded on its own), then adds. The scan must do the same to the bit: a
@@ -120,3 +120,29 @@ def test_noisy_products_are_rounded_on_their_own(name, p, m):
                 ref = reference_simulate(table, t_f, t_b, alpha, bw, msg, mode, op_durations=ops, message_times=msgs)
                 assert r.t_sim[b, k] == ref.t_sim
                 np.testing.assert_array_equal(r.worker_finish[b, k], ref.worker_finish)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tables_of_any_length_share_one_compiled_block_of_waves(mode):
+    # 1F1B at p=4 with m = 8, 40, 72: one, two and four blocks of WAVE_BLOCK waves; every
+    # block's waves run by the same compiled kernel, and the results follow the reference
+    # simulator across the blocks' seams.
+    from ppsweep.engine.compiled import WAVE_BLOCK
+    from ppsweep.engine.reference import reference_simulate
+
+    tables = [build_schedule("1f1b", 4, m) for m in (8, 40, 72)]
+    blocks = [len(compiled_for(t).lanes(mode).blocks) for t in tables]
+    waves = [compiled_for(t).program.n_waves for t in tables]
+    assert blocks == [-(-w // WAVE_BLOCK) for w in waves] == [1, 2, 4]
+    kernels = []
+    for table in tables:
+        costs, options = _grid(table, 5, seed=3)
+        got = _run(table, costs, options, mode)
+        kernels.append(core._scan_waves._cache_size())
+        for i in range(5):
+            want = reference_simulate(table, costs["t_f"][i], costs["t_b"][i], costs["alpha"][i], costs["beta"][i],
+                                      costs["msg_bytes"][i], mode, grad_bytes=options["grad_bytes"][i], t_opt=options["t_opt"][i],
+                                      fb_overlap=options["fb_overlap"][i])
+            assert got.t_sim[i] == pytest.approx(want.t_sim, rel=1e-12)
+            np.testing.assert_allclose(got.worker_finish[i], want.worker_finish, rtol=1e-12)
+    assert kernels[0] == kernels[1] == kernels[2]  # no new compilation for the longer tables

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -21,9 +21,39 @@ from ppsweep.engine.program import Program, compile_program
 from ppsweep.tables.table import ScheduleTable
 
 
+#: Waves one compiled scan call runs: a table's lanes are cut into blocks of this many waves
+#: (the last padded with empty waves, which are not run), so one compiled kernel serves every
+#: table of the same width (:class:`WaveShape`) whatever its number of waves. A multiple of
+#: :data:`ppsweep.engine.core.NOISY_BLOCK`.
+WAVE_BLOCK = 64
+
+
 def bucket(n: int, step: int) -> int:
     """``n`` rounded up to a multiple of ``step`` (at least ``step``)."""
     return max(step, -(-n // step) * step)
+
+
+@dataclass(frozen=True)
+class WaveShape:
+    """What shapes the scan's waves (the compiled kernel that runs a block of them).
+
+    Attributes:
+      p: workers (lanes).
+      blocks_sender: the sender is busy until its message arrives (``blocking``).
+      n_regs: registers, padded; the zero register is ``n_regs``, the trash one ``n_regs + 1``.
+      n_resources: resources, padded; the trash resource is ``n_resources``.
+      per_message: resources one message holds.
+      n_rounds: rounds of the busiest wave (:class:`ppsweep.engine.comm.Routing`).
+      n_sync: synchronised stages (the readiness slots are ``n_sync · p``, plus a trash one).
+    """
+
+    p: int
+    blocks_sender: bool
+    n_regs: int
+    n_resources: int
+    per_message: int
+    n_rounds: int
+    n_sync: int
 
 
 @dataclass(frozen=True)
@@ -59,6 +89,27 @@ class ScanShape:
         """Synchronised stages."""
         return len(self.sync_holders)
 
+    @property
+    def waves(self) -> WaveShape:
+        """The part that shapes the waves (the rest shapes the synchronisations after them)."""
+        return WaveShape(self.p, self.blocks_sender, self.n_regs, self.n_resources, self.per_message, self.n_rounds,
+                         self.n_sync)
+
+
+class ScanLanes(NamedTuple):
+    """A compiled table's lanes for the scan in one mode, in blocks of :data:`WAVE_BLOCK` waves.
+
+    Attributes:
+      shape: the static shape of the scan.
+      blocks: per block, the seven lane arrays ``(WAVE_BLOCK, p)`` on the device: active, duration
+        row, register read, register written, resources held, round, synchronisation slot.
+      counts: per block, the waves to run (the last block's padding is not run).
+    """
+
+    shape: ScanShape
+    blocks: tuple[tuple[Any, ...], ...]
+    counts: tuple[np.int64, ...]
+
 
 class CompiledTable:
     """One table's program, scan lanes per mode and envelopes, built once each (thread-safe)."""
@@ -77,8 +128,8 @@ class CompiledTable:
         """Resources of messages and synchronisations in ``mode``."""
         return self._cached(self._routes, mode, lambda: route(self.program, mode, self._table()))
 
-    def lanes(self, mode: str) -> tuple[ScanShape, tuple]:
-        """The scan's static shape and padded lane arrays (on the device) in ``mode``."""
+    def lanes(self, mode: str) -> ScanLanes:
+        """The scan's static shape and lane arrays (on the device, in blocks of waves) in ``mode``."""
         return self._cached(self._lanes, mode, lambda: _scan_lanes(self.program, self.routing(mode)))
 
     def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int) -> Any:
@@ -137,8 +188,9 @@ def compiled_for(table: ScheduleTable) -> CompiledTable:
     return hit
 
 
-def _scan_lanes(program: Program, routing: Routing) -> tuple[ScanShape, tuple]:
-    """Lane arrays with waves padded to a multiple of 32, registers and resources remapped to padded ones."""
+def _scan_lanes(program: Program, routing: Routing) -> ScanLanes:
+    """Lane arrays with waves padded to whole blocks of :data:`WAVE_BLOCK`, registers and resources
+    remapped to padded ones, cut into blocks."""
     import jax
     import jax.numpy as jnp
 
@@ -154,7 +206,7 @@ def _scan_lanes(program: Program, routing: Routing) -> tuple[ScanShape, tuple]:
         sync_resources=routing.sync_resources,
         sync_order=tuple(int(k) for k in program.sync_order),
     )
-    waves = bucket(program.n_waves, 32)
+    waves = bucket(program.n_waves, WAVE_BLOCK)
     extra = waves - program.n_waves
 
     def remap(a: np.ndarray, old_base: int, new_base: int) -> np.ndarray:
@@ -173,5 +225,8 @@ def _scan_lanes(program: Program, routing: Routing) -> tuple[ScanShape, tuple]:
     padded = tuple(
         np.concatenate([a, np.full((extra,) + a.shape[1:], fill, dtype=a.dtype)]) for a, fill in lanes
     )
+    starts = range(0, waves, WAVE_BLOCK)
     with jax.enable_x64(True):  # int64 indices, whoever calls
-        return shape, tuple(jnp.asarray(x) for x in padded)
+        blocks = tuple(tuple(jnp.asarray(x[b:b + WAVE_BLOCK]) for x in padded) for b in starts)
+    counts = tuple(np.int64(min(WAVE_BLOCK, program.n_waves - b)) for b in starts)
+    return ScanLanes(shape, blocks, counts)

@@ -40,7 +40,7 @@ import numpy as np
 from ppsweep import usable_cores
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
-from ppsweep.engine.compiled import CompiledTable, ScanShape, bucket, compiled_for
+from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.costs import Costs
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends
 from ppsweep.tables.ops import Kind
@@ -351,16 +351,16 @@ def _run_scan(
     ``factors`` (``k`` samples) ``point`` holds the costs of groups of samples ``0 … k-1``; a tile
     holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
     """
-    shape, lanes = compiled.lanes(mode)
-    n_waves = np.int64(compiled.program.n_waves)
+    shape, blocks, counts = compiled.lanes(mode)
     devices = jax.devices()
-    k, lane_factors = 0, (None, None)
+    k, block_factors = 0, [()] * len(blocks)
     if factors is not None:
         k = factors.compute.shape[-1]
         with jax.enable_x64(True):
-            lane_factors = (jnp.asarray(factors.compute, dtype), jnp.asarray(factors.message, dtype))
+            block_factors = [(jnp.asarray(factors.compute[b:b + WAVE_BLOCK], dtype), jnp.asarray(factors.message[b:b + WAVE_BLOCK], dtype))
+                             for b in range(0, len(blocks) * WAVE_BLOCK, WAVE_BLOCK)]
     n = point.alpha.shape[0] * max(k, 1)  # points (with noise: groups × samples)
-    tile = min(chunk, bucket(n, 256), _tile_points(shape, point.dur.shape[0], k))
+    tile = min(chunk, _power_of_two(n, 256), _tile_points(shape, point.dur.shape[0], k))
     if k:
         tile = max(1, tile // k) * k
     size = tile * len(devices)
@@ -371,11 +371,14 @@ def _run_scan(
     finish = np.empty((n_tiles, shape.p, size), dtype)
 
     def one(i: int) -> None:
-        args = _Point(*(a[i] for a in tiles))
         with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
-            if placed is not None:
-                args = _Point(*(jax.device_put(a, placed(a.ndim)) for a in args))
-            t_sim[i], finish[i], path[i] = _scan_tile(shape, lanes, n_waves, args, k, *lane_factors)
+            put = lambda a: jax.device_put(a, devices[0] if placed is None else placed(a.ndim))  # noqa: E731
+            args = _Point(*(put(a[i]) for a in tiles))
+            # on the device as every block leaves it, so that every block calls the same compiled code
+            state = jax.tree_util.tree_map(put, _initial_state(shape, size, dtype))
+            for lanes, count, factor in zip(blocks, counts, block_factors):
+                state = _scan_waves(shape.waves, lanes, count, args.dur, args.alpha, args.wire, state, k, *factor)
+            t_sim[i], finish[i], path[i] = _scan_end(shape, state, args.sync_dur, args.t_opt, k)
 
     workers = _scan_workers() if placed is None else 1
     if workers > 1 and n_tiles > 1:
@@ -387,6 +390,11 @@ def _run_scan(
     t_sim, path = (_point_major(a, k)[:n].astype(np.float64) for a in (t_sim, path))
     finish = _point_major(np.moveaxis(finish, 1, 0), k)[:, :n].astype(np.float64)
     return t_sim, finish, path
+
+
+def _power_of_two(n: int, least: int) -> int:
+    """The smallest power of two at least ``n`` and ``least`` (tiles of few points come in few shapes)."""
+    return max(least, 1 << max(0, int(n) - 1).bit_length())
 
 
 def _tile_points(shape: ScanShape, duration_rows: int, k: int) -> int:
@@ -447,7 +455,7 @@ def _lane_factors(compiled: CompiledTable, table: ScheduleTable, noise: NoiseCon
     ones = np.ones((k, 1))
     compute = np.concatenate([f.compute, ones], axis=1)[:, layout.rows[:, 0]]  # row -1: the appended ones
     message = np.concatenate([f.message, ones], axis=1)[:, layout.rows[:, 1]]
-    waves = bucket(program.n_waves, 32)  # as the scan's padded lanes (ppsweep.engine.compiled)
+    waves = bucket(program.n_waves, WAVE_BLOCK)  # as the scan's padded lanes (ppsweep.engine.compiled)
 
     def lay_out(values: np.ndarray) -> np.ndarray:
         out = np.ones((waves * program.p, k))
@@ -576,38 +584,46 @@ class _State(NamedTuple):
     ready: Timed
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: int = 0, compute_factor=None,
-               message_factor=None):
-    """One tile of the scan over the first ``n_waves`` waves of the padded ``lanes`` (a traced
-    count: the padding waves, which hold no operation, are skipped, and every table of the same
-    padded shape shares the compiled code). With ``k > 0`` samples ``point`` holds the costs of
-    ``g`` groups of samples, the tile's ``n = k·g`` points are sample-major (``k`` blocks of the
-    ``g`` groups) and the ``(waves, p, k)`` factors scale each lane's compute time and messages."""
-    p, g = shape.p, point.alpha.shape[0]
-    n = g * k if k else g
-    dtype = point.alpha.dtype
-    if k:  # a group's costs at each of its samples (sample-major)
-        spread = lambda a: jnp.broadcast_to(a[..., None, :], a.shape[:-1] + (k, g)).reshape(a.shape[:-1] + (n,))  # noqa: E731
-        point = point._replace(sync_dur=spread(point.sync_dur), t_opt=spread(point.t_opt))
-    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(dtype)])
-    zeros = lambda rows: Timed(jnp.zeros((rows, n), dtype), jnp.zeros((rows, n), dtype))  # noqa: E731
-    wire, msg = point.wire, message_time(point.alpha, point.wire)
-    no_resource = shape.n_resources
-    state = _State(free=zeros(p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
-                   ready=zeros(shape.n_sync * p + 1))
+def _initial_state(shape: ScanShape, n: int, dtype: np.dtype) -> _State:
+    """The scan's state before its first wave, at ``n`` points: every time and path compute 0."""
+    zeros = lambda rows: Timed(np.zeros((rows, n), dtype), np.zeros((rows, n), dtype))  # noqa: E731
+    return _State(free=zeros(shape.p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
+                  ready=zeros(shape.n_sync * shape.p + 1))
 
+
+def _spread(a: Any, k: int) -> Any:
+    """Per-group values ``(…, g)`` at each of their ``k`` samples, sample-major ``(…, k·g)``."""
+    g = a.shape[-1]
+    return jnp.broadcast_to(a[..., None, :], a.shape[:-1] + (k, g)).reshape(a.shape[:-1] + (k * g,))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 7), donate_argnums=(6,))
+def _scan_waves(shape: WaveShape, lanes: tuple, n_waves: Any, dur: Any, alpha: Any, wire: Any, state: _State, k: int = 0,
+                compute_factor: Any = None, message_factor: Any = None) -> _State:
+    """Run the first ``n_waves`` waves (a traced count) of one block of :data:`WAVE_BLOCK` waves
+    ``lanes`` from ``state``, for one tile; the state after them.
+
+    Every table of the same :class:`WaveShape` shares the compiled code, whatever its length. With
+    ``k > 0`` samples the costs (``dur (rows, g)``, ``alpha``, ``wire (g,)``) are those of ``g``
+    groups of samples, the tile's ``n = k·g`` points are sample-major (``k`` blocks of the ``g``
+    groups) and the block's ``(WAVE_BLOCK, p, k)`` factors scale each lane's compute time and messages.
+    """
+    p = shape.p
+    n = state.free.t.shape[-1]
+    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(alpha.dtype)])
+    msg = message_time(alpha, wire)
+    no_resource = shape.n_resources
     xs = lanes if not k else lanes + (compute_factor, message_factor)
 
     def scaled(x):
         """Wave ``x``'s durations, wire and message times ``(p, n)`` with its lanes' factors ``(p, k)``
         (the points sample-major)."""
         by_sample = lambda f, a: (a[:, None, :] * f[:, :, None]).reshape((p, n))  # noqa: E731
-        return (by_sample(x[7], point.dur[x[1]]), by_sample(x[8], wire[None]), by_sample(x[8], msg[None]))
+        return (by_sample(x[7], dur[x[1]]), by_sample(x[8], wire[None]), by_sample(x[8], msg[None]))
 
-    def wave(s: _State, x, noisy=()):
+    def wave(s: _State, x, noisy=()) -> _State:
         on, row, dep, out, held, rnd, ss = x[:7]
-        d, lane_wire, lane_msg = noisy or (point.dur[row], wire, msg)
+        d, lane_wire, lane_msg = noisy or (dur[row], wire, msg)
         start = alg.join(s.free, s.reg.at(dep))
         end = alg.compute(start, d)
         res, arrival = s.res, None
@@ -623,26 +639,36 @@ def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: i
         if shape.blocks_sender:
             busy = Timed.where((out != shape.n_regs + 1)[:, None], arrival, end)
         ready = s.ready.set(ss, end) if shape.n_sync else s.ready
-        return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready), None
+        return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready)
 
+    if not k:
+        return jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs)), state)
+    # The products of the noise are rounded on their own, never fused into the additions that
+    # use them (a fused multiply-add, which XLA may emit in some lanes of a tile and not in
+    # others: a point's last bits would then depend on its tile, and differ from the
+    # reference's). The waves run in sub-blocks of NOISY_BLOCK: each sub-block's products are
+    # computed at once, then an inner loop runs its waves; a value made outside a loop is a
+    # buffer to the loop, which no fusion crosses (the inner loop's trip count is traced, so
+    # XLA cannot unroll it; an optimization_barrier would not do: XLA removes it before fusing).
+    def block(b, s):
+        base = b * NOISY_BLOCK
+        xb = tuple(jax.lax.dynamic_slice_in_dim(a, base, NOISY_BLOCK) for a in xs)
+        products = jax.vmap(scaled)(xb)
+        inner = lambda j, s: wave(s, tuple(a[j] for a in xb), tuple(q[j] for q in products))  # noqa: E731
+        return jax.lax.fori_loop(0, jnp.minimum(NOISY_BLOCK, n_waves - base), inner, s)
+
+    return jax.lax.fori_loop(0, (n_waves + NOISY_BLOCK - 1) // NOISY_BLOCK, block, state)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _scan_end(shape: ScanShape, s: _State, sync_dur: Any, t_opt: Any, k: int = 0):
+    """After the last wave: the gradient synchronisations, each worker's optimizer update, the
+    step's end. Returns ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute ``(n,)``;
+    with ``k`` samples ``sync_dur``, ``t_opt`` are per group and spread over the samples."""
+    p = shape.p
     if k:
-        # The products of the noise are rounded on their own, never fused into the additions that
-        # use them (a fused multiply-add, which XLA may emit in some lanes of a tile and not in
-        # others: a point's last bits would then depend on its tile, and differ from the
-        # reference's). The waves run in blocks of NOISY_BLOCK: each block's products are
-        # computed at once, then an inner loop runs its waves; a value made outside a loop is a
-        # buffer to the loop, which no fusion crosses (the inner loop's trip count is traced, so
-        # XLA cannot unroll it; an optimization_barrier would not do: XLA removes it before fusing).
-        def block(b, s):
-            base = b * NOISY_BLOCK
-            xb = tuple(jax.lax.dynamic_slice_in_dim(a, base, NOISY_BLOCK) for a in xs)
-            products = jax.vmap(scaled)(xb)
-            inner = lambda j, s: wave(s, tuple(a[j] for a in xb), tuple(q[j] for q in products))[0]  # noqa: E731
-            return jax.lax.fori_loop(0, jnp.minimum(NOISY_BLOCK, n_waves - base), inner, s)
-
-        s = jax.lax.fori_loop(0, (n_waves + NOISY_BLOCK - 1) // NOISY_BLOCK, block, state)
-    else:
-        s = jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs))[0], state)
+        sync_dur, t_opt = _spread(sync_dur, k), _spread(t_opt, k)
+    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(t_opt.dtype)])
     finish, res = s.free, s.res
 
     # Gradient synchronisations, in the order they take their resources.
@@ -650,16 +676,16 @@ def _scan_tile(shape: ScanShape, lanes: tuple, n_waves: Any, point: _Point, k: i
     for q in shape.sync_order:
         held = shape.sync_resources[q]
         end = synchronise(alg, [s.ready.at(q * p + w) for w in shape.sync_holders[q]], [res.at(i) for i in held],
-                          point.sync_dur[q])
+                          sync_dur[q])
         if held:
             res = res.set(jnp.array(held), end)
         sync_end[q] = end
 
     # Each worker's optimizer update (where t_opt > 0), then the step's end.
-    updating = point.t_opt > 0
+    updating = t_opt > 0
     worker_end = []
     for w in range(p):
         done = alg.join(finish.at(w), *[sync_end[q] for q, h in enumerate(shape.sync_holders) if w in h])
-        worker_end.append(Timed.where(updating, alg.compute(done, point.t_opt), finish.at(w)))
+        worker_end.append(Timed.where(updating, alg.compute(done, t_opt), finish.at(w)))
     t_sim = alg.join(*worker_end, *[sync_end[q] for q in range(shape.n_sync)])
     return t_sim.t, finish.t, t_sim.pc

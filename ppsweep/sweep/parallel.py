@@ -107,7 +107,10 @@ def configure_jax(compilation_cache: str | None) -> None:
 
     if compilation_cache:
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        # Every compile, even a quick one: a sweep compiles hundreds of small kernels (a scan
+        # block and an end per table shape, an evaluation per envelope shape), each of which
+        # the next run or shard, and the other evaluators, would otherwise compile again.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     _JAX_CONFIGURED = True
 
 
@@ -115,10 +118,6 @@ def _init_worker(compilation_cache: str | None) -> None:
     _exit_with_parent()
 
     configure_jax(compilation_cache)
-    if compilation_cache:  # every evaluator compiles the same kernels: share even the quick ones
-        import jax
-
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if multiprocessing.parent_process() is not None:  # a spawned worker: import the engine now, before its first unit
         import ppsweep.sweep.evaluate  # noqa: F401
 
