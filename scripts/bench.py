@@ -365,7 +365,7 @@ def bench_tables(reps: int) -> dict:
     print()
     print("--tables: build (order + ASAP realization + validation) and compile (Program) of one table, seconds,")
     print(f"median of {reps}; ops/s = operations / (build + compile); the envelope programme (overlap, the")
-    print("cost model's features) batched per wave vs lane by lane; disk = the built table read back from the disk cache")
+    print("cost model's features) compiled (numba) vs lane by lane in numpy; disk = the built table read back from the disk cache")
     print("(ppsweep.tables.cache) instead of order + build. References run on the first two tables only.")
     print("cpu ops/s: the same operations over the process's CPU seconds for order + build + compile (on a loaded")
     print("machine the wall clock also counts the time other processes held the cores).")
@@ -405,9 +405,9 @@ def bench_tables(reps: int) -> dict:
         eargs, kw = grid_args(table, model, system, 16, 4)
         feats = grid_features(program, eargs, kw)
 
-        def envelope(batched):
+        def envelope(native):
             try:
-                envelope_mod.build_envelope(program, "overlap", feats.weights, feats.comm, batched=batched)
+                envelope_mod.build_envelope(program, "overlap", feats.weights, feats.comm, native=native)
             except envelope_mod.EnvelopeTooLarge:
                 pass
 

@@ -113,7 +113,7 @@ def test_keys_separate_table_mode_cap_features_and_code(monkeypatch):
 
 def test_the_code_version_covers_the_envelope_modules():
     names = {name for names in envelope_cache._MODULES.values() for name in names}
-    assert {"envelope.py", "fast_envelope.py", "program.py", "comm.py", "compiled.py"} <= names
+    assert {"envelope.py", "native_envelope.py", "program.py", "comm.py", "compiled.py"} <= names
 
 
 def test_a_damaged_file_is_rebuilt_and_replaced(cache, monkeypatch):

@@ -218,18 +218,6 @@ def test_register_allocation_is_first_fit():
     assert register.tolist() == [0, 1, 2, 3] and n_regs == 4
 
 
-def batched_envelope(program, mode, weights, comm, cap):
-    import ppsweep.engine.fast_envelope as fast_envelope
-    from ppsweep.engine.envelope import build_envelope
-
-    saved = fast_envelope.BATCHED_MIN_WORKERS
-    fast_envelope.BATCHED_MIN_WORKERS = 1
-    try:
-        return build_envelope(program, mode, weights, comm, cap=cap, batched=True)
-    finally:
-        fast_envelope.BATCHED_MIN_WORKERS = saved
-
-
 def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[np.ndarray, np.ndarray]:
     """Random non-negative feature weights (half of the features communication), some zeros."""
     from ppsweep.engine.envelope import raw_size
@@ -239,66 +227,79 @@ def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[
     return weights, comm
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[1] <= 6], ids=_case_id)
-def test_batched_envelope_matches_lane_by_lane(case):
+def _envelopes_equal(fast, ref) -> None:
+    """Two built envelopes (or the messages of their EnvelopeTooLarge) the same to the bit."""
+    if isinstance(ref, str):
+        assert fast == ref
+        return
+    assert fast.t_sim.shape == ref.t_sim.shape and np.array_equal(fast.t_sim, ref.t_sim)
+    assert len(fast.finish) == len(ref.finish)
+    assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
+    assert np.array_equal(fast.compute, ref.compute)
+    assert (fast.depth, fast.largest) == (ref.depth, ref.largest)
+
+
+def _both_envelopes(program, mode, weights, comm, cap):
+    """The compiled programme's envelope and the lane-by-lane reference's (or their errors' messages)."""
     from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
-    from ppsweep.engine.fast_envelope import BATCHED_MODES
+
+    results = []
+    for native in (True, False):
+        try:
+            results.append(build_envelope(program, mode, weights, comm, cap=cap, native=native))
+        except EnvelopeTooLarge as err:
+            results.append(str(err))
+    return results
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] <= 6], ids=_case_id)
+def test_native_envelope_matches_lane_by_lane(case):
+    """Random feature weights (3 to 9 features: numpy's pairwise sums from 8), every mode, a cap
+    that some tables pass: the compiled programme keeps the reference's vectors, in its order."""
+    from ppsweep.engine.comm import MODES
 
     name, p, m, options = case
     order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
     program = compile_program_fast(realize_fast(order))
     rng = np.random.default_rng(p * 1000 + m)
-    for mode in BATCHED_MODES:
-        for cap, n_features in ((64, 3), (3, 4), (64, 5)):
+    for mode in MODES:
+        for cap, n_features in ((64, 3), (3, 4), (64, 5), (64, 9)):
             weights, comm = random_weights(program, rng, n_features)
-            results = []
-            for batched in (True, False):
-                try:
-                    if batched:  # whatever the number of workers
-                        results.append(batched_envelope(program, mode, weights, comm, cap))
-                    else:
-                        results.append(build_envelope(program, mode, weights, comm, cap=cap, batched=False))
-                except EnvelopeTooLarge as err:
-                    results.append(str(err))
-            fast, ref = results
-            if isinstance(ref, str):
-                assert fast == ref
-                continue
-            assert fast.t_sim.shape == ref.t_sim.shape and np.array_equal(fast.t_sim, ref.t_sim)
-            assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
-            assert np.array_equal(fast.compute, ref.compute)
-            assert (fast.depth, fast.largest) == (ref.depth, ref.largest)
+            _envelopes_equal(*_both_envelopes(program, mode, weights, comm, cap))
+
+
+@pytest.mark.parametrize("name, p, m", [("hanayo", 8, 32), ("chimera", 8, 16), ("gpipe", 8, 32), ("zbv", 4, 16),
+                                        ("dualpipe", 8, 16)])
+def test_native_envelope_matches_on_the_cost_models_features(name, p, m):
+    """The cost model's features (sets of many vectors, tables past the cap) in every mode."""
+    from ppsweep.engine.comm import MODES
+
+    program = compile_program_fast(realize_fast(get_schedule(name).build_order(p, m)))
+    weights, comm = _cost_model_weights(program)
+    for mode in MODES:
+        _envelopes_equal(*_both_envelopes(program, mode, weights, comm, 64))
+
+
+def test_native_row_sum_is_numpys():
+    """numpy sums a row in order below 8 values and pairwise (blocks of 8) above: so does row_sum."""
+    from ppsweep.engine.native_envelope import row_sum
+
+    rng = np.random.default_rng(7)
+    for n in range(1, 129):
+        rows = rng.standard_normal((4, n)) * 10.0 ** rng.uniform(-8, 3, (4, n))
+        assert [row_sum(rows, i) for i in range(4)] == rows.sum(axis=1).tolist(), n
 
 
 def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
-    """Feature weights of the cost model's shape: one compute feature (F 1, B 2 per stage), latency, wire."""
+    """Feature weights of the cost model's shape: one compute feature (F 1, B 2 per stage, a pair's
+    forward part 1), latency and wire (each with the all-reduces' share)."""
     from ppsweep.engine.envelope import raw_index, raw_size
 
     S = program.n_stages
     weights = np.zeros((3, raw_size(program)))
-    weights[0, :S], weights[0, S : 2 * S] = 1.0, 2.0
+    weights[0, :S], weights[0, S : 2 * S], weights[0, 4 * S : 5 * S] = 1.0, 2.0, 1.0
     idx = raw_index(program)
     weights[1, idx["alpha"]] = weights[2, idx["wire"]] = 1.0
+    weights[1, idx["sync"] : idx["sync"] + program.n_sync] = 2.0
+    weights[2, idx["sync"] : idx["sync"] + program.n_sync] = 40.0
     return weights, np.array([False, True, True])
-
-
-@pytest.mark.parametrize("name, mode, whole", [("1f1b", "overlap", True), ("gpipe", "blocking", True),
-                                               ("gpipe", "contention", False), ("1f1b", "contention", False)])
-def test_single_vector_waves_match_lane_by_lane(name, mode, whole):
-    """The batched programme's single-vector phase (every set one vector) and its hand-over to the
-    general loop give the reference's vectors; ``whole``: the phase runs every wave."""
-    from ppsweep.engine.envelope import build_envelope, n_duration_rows, raw_index
-    from ppsweep.engine.fast_envelope import _run_single, _WaveLanes
-
-    p, m = 4, 12
-    program = compile_program_fast(realize_fast(get_schedule(name).build_order(p, m)))
-    weights, comm = _cost_model_weights(program)
-    idx = raw_index(program)
-    rows = weights[:, : n_duration_rows(program.n_stages)].T
-    wave, _ = _run_single(program, mode, _WaveLanes(program, rows), weights[:, idx["wire"]], weights[:, idx["alpha"]] + weights[:, idx["wire"]])
-    assert (wave == program.n_waves) == whole and wave > 0
-    fast = batched_envelope(program, mode, weights, comm, 64)
-    ref = build_envelope(program, mode, weights, comm, cap=64, batched=False)
-    assert np.array_equal(fast.t_sim, ref.t_sim)
-    assert all(np.array_equal(a, b) for a, b in zip(fast.finish, ref.finish))
-    assert (fast.depth, fast.largest) == (ref.depth, ref.largest)

@@ -2,7 +2,7 @@
 
 - :mod:`~ppsweep.engine.core`: ``simulate`` and the jit-compiled max-plus scan.
 - :mod:`~ppsweep.engine.envelope`: compiled envelopes (a maximum of linear functions of the costs);
-  :mod:`~ppsweep.engine.fast_envelope` builds their programme one wave at a time.
+  :mod:`~ppsweep.engine.native_envelope` runs their programme compiled (numba).
 - :mod:`~ppsweep.engine.program`, :mod:`~ppsweep.engine.fast_program`: a table compiled into the
   static index arrays the scan runs; :mod:`~ppsweep.engine.compiled` caches all of it per table.
 - :mod:`~ppsweep.engine.comm`: the communication rules, written once.

@@ -318,16 +318,27 @@ def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _SetAlgebra:
-    """Times of the envelope programme for :mod:`ppsweep.engine.comm`: sets of path vectors."""
+    """Times of the envelope programme for :mod:`ppsweep.engine.comm`: sets of path vectors.
 
-    def __init__(self, cap: int):
+    ``native``: joins pruned by the compiled :func:`ppsweep.engine.native_envelope.prune` (the same rows).
+    """
+
+    def __init__(self, cap: int, native: bool = False):
         self.cap = cap
         self.largest = 1
+        self.native = native
 
     def join(self, *sets: np.ndarray) -> np.ndarray:
         if len(sets) == 1:
             return sets[0]
-        out = prune(np.concatenate(sets), self.cap)
+        if self.native:
+            from ppsweep.engine.native_envelope import prune as native_prune
+
+            out = native_prune(np.concatenate(sets), _SAME)
+            if out.shape[0] > self.cap:
+                raise EnvelopeTooLarge(f"{out.shape[0]} vectors at one node (cap {self.cap})")
+        else:
+            out = prune(np.concatenate(sets), self.cap)
         self.largest = max(self.largest, out.shape[0])
         return out
 
@@ -336,7 +347,7 @@ class _SetAlgebra:
 
 
 def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
-                   routing: Routing | None = None, batched: bool = True) -> Envelope:
+                   routing: Routing | None = None, native: bool = True) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
     The programme walks the same waves, registers, resources and synchronisations as the scan
@@ -350,8 +361,9 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
       comm: ``(J,)`` communication features.
       cap: largest set kept at a node.
       routing: the program's :class:`~ppsweep.engine.comm.Routing` in ``mode`` (computed if not given).
-      batched: run each wave's lanes at once (:mod:`ppsweep.engine.fast_envelope`, the same vectors);
-        False: lane by lane (the reference).
+      native: run the programme compiled (:mod:`ppsweep.engine.native_envelope`, the same vectors
+        to the bit; vectors of more than 128 features take the reference); False: the reference,
+        lane by lane in numpy.
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
@@ -366,12 +378,15 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     msg = message_time(weights[:, idx["alpha"]], wire)
     sync_vec = weights[:, idx["sync"] : idx["sync"] + program.n_sync].T
     zero = np.zeros((1, J))
-    alg = _SetAlgebra(cap)
+    from ppsweep.engine import native_envelope
 
-    from ppsweep.engine.fast_envelope import BATCHED_MIN_WORKERS, BATCHED_MODES, run_waves_batched
-
-    if batched and mode in BATCHED_MODES and p >= BATCHED_MIN_WORKERS:  # every lane of a wave at once
-        free, reg, res, ready, alg.largest = run_waves_batched(program, mode, rows, wire, msg, cap)
+    native = native and native_envelope.supports(J)
+    alg = _SetAlgebra(cap, native)
+    if native:  # the same walk, compiled
+        free, reg, res, ready, alg.largest, too_many = native_envelope.run_waves(program, routing, rows, wire, msg,
+                                                                                 cap, _SAME)
+        if too_many:
+            raise EnvelopeTooLarge(f"{too_many} vectors at one node (cap {cap})")
     else:  # the reference: lane by lane
         free = [zero] * p
         reg = [zero] * (program.n_regs + 2)

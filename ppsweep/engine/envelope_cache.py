@@ -41,7 +41,7 @@ MIN_WAVES = 16
 
 #: Modules whose source defines a built envelope, by package.
 _MODULES = {
-    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "fast_envelope.py", "compiled.py",
+    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "native_envelope.py", "compiled.py",
                "envelope_cache.py"),
     "tables": ("ops.py", "table.py", "fast_realize.py"),
 }

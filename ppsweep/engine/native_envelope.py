@@ -1,0 +1,269 @@
+"""The envelope's max-plus programme compiled to machine code (numba): the same vectors, to the bit.
+
+:func:`ppsweep.engine.envelope.build_envelope` walks a table's waves and, within a wave, its lanes,
+joining small sets of path vectors at every node (:func:`ppsweep.engine.envelope.prune`). Written
+in numpy, that is tens of numpy calls per operation: seconds for a large table, and most of a
+design-space sweep. :func:`run_waves` runs the same walk as one compiled loop.
+
+It keeps the reference's arithmetic exactly, so every vector it keeps is the reference's, in the
+reference's order, to the bit:
+
+- a join concatenates its sets in argument order and sorts the rows by decreasing sum, stably;
+  a row's sum is numpy's (:func:`row_sum`: in order below 8 components, numpy's pairwise
+  blocks of 8 up to 128; wider vectors take the reference);
+- the rounding tolerance of each component is ``_SAME`` times its largest magnitude in the join;
+  a row is dropped where an earlier row (kept or not) is at least as large in every component,
+  less that tolerance; more than ``cap`` rows left is the reference's :class:`EnvelopeTooLarge`;
+- lanes run in the reference's order (by round, then worker); a wave's register writes land after
+  its last lane (every lane reads the registers as the wave found them); resources change at once.
+
+Sets live in one pool ``(nodes, cap, J)``: workers ``0 … p-1``, then registers, resources and
+synchronisation-readiness slots, each node with its count of rows.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ppsweep.engine.comm import Routing
+from ppsweep.engine.program import Program
+
+#: Widest vectors :func:`row_sum` adds as numpy does (numpy's pairwise block).
+MAX_COMPONENTS = 128
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def row_sum(v: np.ndarray, i: int) -> float:
+    """``v[i].sum()`` of one row as numpy adds it (rows of at most 128 values).
+
+    Below 8 values in order; from 8 to 128 numpy's pairwise block: eight running sums over
+    strides of 8, combined as a tree, then the rest in order.
+    """
+    n = v.shape[1]
+    if n < 8:
+        res = -0.0
+        for c in range(n):
+            res += v[i, c]
+        return 0.0 + res
+    r0, r1, r2, r3, r4, r5, r6, r7 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5], v[i, 6], v[i, 7]
+    c = 8
+    while c < n - (n % 8):
+        r0 += v[i, c]
+        r1 += v[i, c + 1]
+        r2 += v[i, c + 2]
+        r3 += v[i, c + 3]
+        r4 += v[i, c + 4]
+        r5 += v[i, c + 5]
+        r6 += v[i, c + 6]
+        r7 += v[i, c + 7]
+        c += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while c < n:
+        res += v[i, c]
+        c += 1
+    return 0.0 + res
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.ndarray, order: np.ndarray,
+               tol: np.ndarray) -> int:
+    """:func:`ppsweep.engine.envelope.prune` of ``rows[:n]`` into ``out``, without the cap check.
+
+    Args:
+      rows: ``(>= n, J)`` the joined sets' rows, in argument order.
+      n: rows to prune.
+      same: the relative rounding tolerance (``_SAME``).
+      out: ``(>= n, J)`` receives the kept rows, in the reference's order.
+      keys, order, tol: scratch, ``(>= n,)`` floats, ``(>= n,)`` integers, ``(J,)`` floats.
+
+    Returns:
+      The number of kept rows.
+    """
+    J = rows.shape[1]
+    for i in range(n):
+        keys[i] = -row_sum(rows, i)
+        order[i] = i
+    for i in range(1, n):  # stable insertion sort by key (numpy's stable argsort)
+        item = order[i]
+        key = keys[item]
+        j = i - 1
+        while j >= 0 and keys[order[j]] > key:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = item
+    for c in range(J):
+        top = 0.0
+        for i in range(n):
+            top = max(top, abs(rows[i, c]))
+        tol[c] = same * top
+    kept = 0
+    for jj in range(n):
+        j = order[jj]
+        dominated = False
+        for ii in range(jj):
+            i = order[ii]
+            at_least = True
+            for c in range(J):
+                if not rows[i, c] >= rows[j, c] - tol[c]:
+                    at_least = False
+                    break
+            if at_least:
+                dominated = True
+                break
+        if not dominated:
+            for c in range(J):
+                out[kept, c] = rows[j, c]
+            kept += 1
+    return kept
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _load(pool: np.ndarray, node: int, k: int, dst: np.ndarray, at: int) -> int:
+    """Copy node ``node``'s ``k`` rows into ``dst`` from row ``at``; the row after them."""
+    for i in range(k):
+        for c in range(pool.shape[2]):
+            dst[at + i, c] = pool[node, i, c]
+    return at + k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _store(src: np.ndarray, k: int, pool: np.ndarray, node: int) -> int:
+    """Copy ``k`` rows of ``src`` into node ``node``; ``k``."""
+    for i in range(k):
+        for c in range(pool.shape[2]):
+            pool[node, i, c] = src[i, c]
+    return k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, node: int) -> int:
+    """``dst[node, :k] = src[:k] + vecs[r]`` (a set of times plus a duration); ``k``."""
+    for i in range(k):
+        for c in range(vecs.shape[1]):
+            dst[node, i, c] = src[i, c] + vecs[r, c]
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _waves(wave_start, worker, row, dep, out, held, slot, n_nodes, reg_base, res_base, ready_base, blocks_sender,
+           vecs, cap, same):
+    """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many)``
+    (``too_many``: rows kept by the first join past the cap, 0 if none). ``vecs``: the duration
+    rows, then the wire and the message time (the last two rows)."""
+    J = vecs.shape[1]
+    p = reg_base
+    k_held = held.shape[1]
+    wire, msg = vecs.shape[0] - 2, vecs.shape[0] - 1
+    pool = np.zeros((n_nodes, cap, J))
+    count = np.ones(n_nodes, dtype=np.int64)
+    widest = max(2, 1 + k_held) * cap  # a join of two sets, or of a message and its resources
+    joined = np.empty((widest, J))  # a join's rows
+    kept = np.empty((widest, J))  # and the rows it keeps
+    keys, order, tol = np.empty(widest), np.empty(widest, dtype=np.int64), np.empty(J)
+    end = np.empty((1, cap, J))
+    arrival = np.empty((p, cap, J))  # this wave's register writes, applied after its last lane
+    n_arrival = np.zeros(p, dtype=np.int64)
+    target = np.zeros(p, dtype=np.int64)
+    largest = 1
+    for t in range(wave_start.shape[0] - 1):
+        n_writes = 0
+        for s in range(wave_start[t], wave_start[t + 1]):
+            w = worker[s]
+            # start: the later of the worker being free and its input's arrival; end: plus its duration
+            if dep[s] >= 0:
+                n = _load(pool, w, count[w], joined, 0)
+                n = _load(pool, reg_base + dep[s], count[reg_base + dep[s]], joined, n)
+                k = prune_rows(joined, n, same, kept, keys, order, tol)
+                if k > cap:
+                    return pool, count, largest, k
+                largest = max(largest, k)
+            else:
+                k = _load(pool, w, count[w], kept, 0)
+            n_end = _plus(kept, k, vecs, row[s], end, 0)
+            if out[s] >= 0:  # it sends: the message starts once its data and its resources are ready
+                k = _load(end, 0, n_end, kept, 0)
+                if k_held > 0:
+                    n = _load(end, 0, n_end, joined, 0)
+                    for j in range(k_held):
+                        node = res_base + held[s, j]
+                        n = _load(pool, node, count[node], joined, n)
+                    k = prune_rows(joined, n, same, kept, keys, order, tol)
+                    if k > cap:
+                        return pool, count, largest, k
+                    largest = max(largest, k)
+                for j in range(k_held):  # the resources it holds, free again after its wire time
+                    node = res_base + held[s, j]
+                    count[node] = _plus(kept, k, vecs, wire, pool, node)
+                n_arrival[n_writes] = _plus(kept, k, vecs, msg, arrival, n_writes)
+                target[n_writes] = reg_base + out[s]
+                n_writes += 1
+            if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
+                kw = _load(arrival, n_writes - 1, n_arrival[n_writes - 1], kept, 0)
+                count[w] = _store(kept, kw, pool, w)
+            else:
+                k = _load(end, 0, n_end, kept, 0)
+                count[w] = _store(kept, k, pool, w)
+            if slot[s] >= 0:
+                k = _load(end, 0, n_end, kept, 0)
+                count[ready_base + slot[s]] = _store(kept, k, pool, ready_base + slot[s])
+        for i in range(n_writes):
+            k = _load(arrival, i, n_arrival[i], kept, 0)
+            count[target[i]] = _store(kept, k, pool, target[i])
+    return pool, count, largest, 0
+
+
+def supports(n_components: int) -> bool:
+    """Whether :func:`run_waves` adds vectors of ``n_components`` the way numpy does."""
+    return n_components <= MAX_COMPONENTS
+
+
+def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int,
+              same: float) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int]:
+    """The wave loop of :func:`ppsweep.engine.envelope.build_envelope`, compiled.
+
+    Args:
+      program: the compiled table; routing: its resources in the mode.
+      rows: ``(5S + 1, J)`` duration vector of each cost row.
+      wire, msg: ``(J,)`` vectors of a message's wire time and of its whole time.
+      cap: largest set kept at a node.
+      same: the relative rounding tolerance of a join.
+
+    Returns:
+      ``(free, reg, resources, ready, largest, too_many)``: the sets after the last wave, one
+      ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, and
+      the rows kept by the first join past ``cap`` (0 if none: then the sets are meaningless).
+    """
+    t, w = np.nonzero(program.active)  # by wave, then worker
+    if routing.n_rounds > 1:  # the reference's lane order: wave, round, worker
+        order = np.lexsort((w, routing.rounds[t, w], t))
+        t, w = t[order], w[order]
+    wave_start = np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64)
+    dep = program.dep_reg[t, w]
+    out = program.out_reg[t, w]
+    slot = program.sync_slot[t, w]
+    p, n_regs = program.p, program.n_regs + 2
+    n_ready = program.n_sync * p + 1
+    reg_base, res_base = p, p + n_regs
+    ready_base = res_base + routing.n_resources
+    pool, count, largest, too_many = _waves(
+        wave_start, w.astype(np.int64), program.cost_row[t, w].astype(np.int64),
+        np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
+        np.where(out == program.trash_reg, -1, out).astype(np.int64),
+        np.ascontiguousarray(routing.lane_resources[t, w], dtype=np.int64),
+        np.where(slot == program.trash_sync, -1, slot).astype(np.int64),
+        ready_base + n_ready, reg_base, res_base, ready_base, routing.mode.blocks_sender,
+        np.concatenate([rows, wire[None], msg[None]]).astype(np.float64), int(cap), float(same),
+    )
+    sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
+    return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),
+            int(too_many))
+
+
+def prune(vectors: np.ndarray, same: float) -> np.ndarray:
+    """:func:`ppsweep.engine.envelope.prune` without the cap check, compiled (``vectors (n, J)``, ``n >= 2``)."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
+    n = vectors.shape[0]
+    out = np.empty_like(vectors)
+    kept = prune_rows(vectors, n, same, out, np.empty(n), np.empty(n, dtype=np.int64), np.empty(vectors.shape[1]))
+    return out[:kept]
