@@ -351,8 +351,10 @@ def _run_scan(
     ``factors`` (``k`` samples) ``point`` holds the costs of groups of samples ``0 … k-1``; a tile
     holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
     """
-    shape, blocks, counts = compiled.lanes(mode)
     devices = jax.devices()
+    if factors is None and _native_scan(devices):
+        return _run_native(compiled, mode, point, dtype, chunk)
+    shape, blocks, counts = compiled.lanes(mode)
     k, block_factors = 0, [()] * len(blocks)
     if factors is not None:
         k = factors.compute.shape[-1]
@@ -390,6 +392,70 @@ def _run_scan(
     t_sim, path = (_point_major(a, k)[:n].astype(np.float64) for a in (t_sim, path))
     finish = _point_major(np.moveaxis(finish, 1, 0), k)[:, :n].astype(np.float64)
     return t_sim, finish, path
+
+
+#: Environment variable choosing the scan's implementation: ``auto`` (default: the compiled CPU
+#: loop of :mod:`ppsweep.engine.native_scan` where JAX runs on one CPU device and there is no
+#: noise, else the JAX scan), ``jax`` or ``native``. Both give the same results to the bit.
+SCAN_ENV = "PPSWEEP_SCAN"
+
+
+def scan_implementation() -> str:
+    """``auto``, ``jax`` or ``native``: :data:`SCAN_ENV`, or a ValueError naming the accepted values."""
+    import os
+
+    choice = os.environ.get(SCAN_ENV, "auto") or "auto"
+    if choice not in ("auto", "jax", "native"):
+        raise ValueError(f"{SCAN_ENV}: unknown scan {choice!r}; accepted: auto, jax, native")
+    return choice
+
+
+def _native_scan(devices: list) -> bool:
+    """Whether a noise-free scan runs as the compiled CPU loop (:func:`scan_implementation`)."""
+    choice = scan_implementation()
+    return choice == "native" or (choice == "auto" and len(devices) == 1 and devices[0].platform == "cpu")
+
+
+def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
+    tiles of points on every core (threads; the loop holds no interpreter lock)."""
+    from ppsweep.engine.native_scan import native_steps, run_tile
+
+    steps = compiled.derived(f"native_steps:{mode}", lambda program, _: native_steps(program, compiled.routing(mode)))
+    program = compiled.program
+    n = point.alpha.shape[0]
+    state_rows = 2 * (2 * program.p + program.n_regs + steps.n_res + program.n_sync * program.p) + point.dur.shape[0]
+    tile = min(chunk, _power_of_two(n, 64), _native_tile(state_rows))
+    inputs = [np.ascontiguousarray(a, dtype=dtype) for a in point]  # dur, alpha, wire, sync_dur, t_opt
+    t_sim, path = np.empty(n), np.empty(n)
+    finish = np.empty((program.p, n))
+    tol = TIE_TOLERANCE[dtype]
+
+    def one(lo: int) -> None:
+        hi = min(lo + tile, n)
+        dur, alpha, wire, sync_dur, t_opt = (np.ascontiguousarray(a[..., lo:hi]) for a in inputs)
+        t, f, pc = run_tile(steps, dur, alpha, wire, sync_dur, t_opt, tol, program.p)
+        t_sim[lo:hi], finish[:, lo:hi], path[lo:hi] = t, f, pc
+
+    starts = range(0, n, tile)
+    workers = _scan_workers()
+    if workers > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(one, starts))
+    else:
+        for lo in starts:
+            one(lo)
+    return t_sim, finish, path
+
+
+def _native_tile(state_rows: int) -> int:
+    """Most points of a compiled-loop tile whose rows (state and durations) fit :data:`TILE_BYTES`:
+    a power of two, at least 64."""
+    tile = 64
+    while 2 * tile * state_rows * 8 <= TILE_BYTES:
+        tile *= 2
+    return tile
 
 
 def _power_of_two(n: int, least: int) -> int:

@@ -1,0 +1,113 @@
+"""The compiled CPU scan (ppsweep/engine/native_scan.py) gives the JAX scan's results to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ppsweep import build_schedule
+from ppsweep.engine.comm import MODES
+from ppsweep.engine.core import SCAN_ENV, scan_implementation, simulate
+from ppsweep.schedules import SCHEDULES
+from ppsweep.tables.build import why_unsupported
+
+FIELDS = ("t_sim", "worker_finish", "comm_time", "compute_time")
+
+
+def _cases() -> list[tuple[str, int, int, dict]]:
+    cases = []
+    for name in sorted(SCHEDULES):
+        for options in [{}] + ([{"waves": 2}] if name == "hanayo" else []) + ([{"split": "1:2"}] if name == "chimera" else []):
+            for p, m in ((2, 3), (4, 8)):
+                if why_unsupported(name, p, m, **options) is None:
+                    cases.append((name, p, m, options))
+    return cases
+
+
+def _costs(table, kind: str, rng: np.random.Generator, n: int = 29) -> tuple[tuple, dict]:
+    """Per-stage random costs (``random``), small integers (exact ties everywhere: the tie rule
+    decides every path), or random with optimizer updates and overlapped pairs (``updates``)."""
+    S = table.n_stages
+    if kind == "integers":
+        ints = lambda high, shape: rng.integers(0 if high == 2 else 1, high, shape).astype(float)  # noqa: E731
+        args = (ints(3, (n, S)), ints(4, (n, S)), ints(2, n), np.ones(n), ints(2, n))
+        return args, {"grad_bytes": ints(3, (n, S))}
+    args = (rng.random((n, S)), 2 * rng.random((n, S)), 0.1 * rng.random(n), 10 ** rng.uniform(8, 11, n), 1e8 * rng.random(n))
+    kw = {"grad_bytes": 1e9 * rng.random((n, S))}
+    if kind == "updates":
+        kw.update(t_opt=rng.random(n) * (rng.random(n) < 0.5), fb_overlap=0.3)
+    return args, kw
+
+
+def _scan(monkeypatch, implementation: str, table, args, kw, mode: str, dtype):
+    monkeypatch.setenv(SCAN_ENV, implementation)
+    return simulate(table, *args, mode=mode, method="scan", dtype=dtype, **kw)
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: f"{c[0]}-p{c[1]}-m{c[2]}" + "".join(f"-{k}={v}" for k, v in c[3].items()))
+def test_native_scan_equals_the_jax_scan_to_the_bit(monkeypatch, case):
+    name, p, m, options = case
+    table = build_schedule(name, p, m, **options)
+    rng = np.random.default_rng(p * 100 + m)
+    for mode in MODES:
+        for kind in ("random", "integers", "updates"):
+            args, kw = _costs(table, kind, rng)
+            for dtype in (np.float64, np.float32):
+                try:
+                    jax_result = _scan(monkeypatch, "jax", table, args, kw, mode, dtype)
+                except NotImplementedError:  # ports: a table whose sends the scan's order cannot follow
+                    with pytest.raises(NotImplementedError):
+                        _scan(monkeypatch, "native", table, args, kw, mode, dtype)
+                    continue
+                native = _scan(monkeypatch, "native", table, args, kw, mode, dtype)
+                for field in FIELDS:
+                    a, b = getattr(native, field), getattr(jax_result, field)
+                    assert a.dtype == b.dtype and np.array_equal(a, b), (mode, kind, np.dtype(dtype).name, field)
+
+
+def test_native_scan_on_tiles_of_every_size(monkeypatch):
+    """Points split into tiles (and across threads) give each point's own result, whatever the tile."""
+    table = build_schedule("hanayo", 4, 8)
+    rng = np.random.default_rng(3)
+    args, kw = _costs(table, "random", rng, n=1000)
+    whole = _scan(monkeypatch, "native", table, args, kw, "contention", np.float64)
+    for chunk in (1, 7, 64, 333):
+        monkeypatch.setenv(SCAN_ENV, "native")
+        part = simulate(table, *args, mode="contention", method="scan", chunk=chunk, **kw)
+        for field in FIELDS:
+            assert np.array_equal(getattr(part, field), getattr(whole, field)), (chunk, field)
+
+
+def test_integer_ties_follow_the_readme_rule(monkeypatch):
+    """With every duration 1 and free messages, paths tie everywhere: the tie rule (the worker's
+    own path first) gives comm_time 0 for GPipe in overlap, in both implementations."""
+    table = build_schedule("gpipe", 4, 6)
+    for implementation in ("native", "jax"):
+        monkeypatch.setenv(SCAN_ENV, implementation)
+        r = simulate(table, 1.0, 2.0, 0.0, np.inf, 1.0, "overlap", method="scan")
+        assert float(r.comm_time) == 0.0 and float(r.t_sim) == table.length
+
+
+def test_scan_implementation_is_checked(monkeypatch):
+    monkeypatch.setenv(SCAN_ENV, "fast")
+    with pytest.raises(ValueError, match=r"PPSWEEP_SCAN: unknown scan 'fast'; accepted: auto, jax, native"):
+        scan_implementation()
+    monkeypatch.delenv(SCAN_ENV)
+    assert scan_implementation() == "auto"
+
+
+def test_tie_floor_is_one_rounding():
+    """The floor of the tie band is contracted into one fused multiply-add, as XLA computes it:
+    ``top - tol·|top|`` rounded once (checked exactly with fractions where it differs from two roundings)."""
+    from fractions import Fraction
+
+    from ppsweep.engine.native_scan import tie_floor
+
+    rng = np.random.default_rng(0)
+    differ = 0
+    for top in rng.uniform(0.5, 2.0, 20000):
+        for tol in (1e-6, 0.3):  # a wide band makes the product's own rounding visible
+            exact = float(Fraction(float(top)) - Fraction(tol) * Fraction(abs(float(top))))
+            assert tie_floor(float(top), tol) == exact
+            differ += exact != float(top) - tol * abs(float(top))
+    assert differ > 0  # the check can tell one rounding from two
