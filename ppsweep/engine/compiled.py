@@ -142,7 +142,9 @@ class CompiledTable:
             try:
                 return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode))
             except EnvelopeTooLarge as err:
-                return err
+                # The verdict, not the raised error: its traceback would keep the callers' frames,
+                # and with them this table and its compiled form, alive as long as the cache.
+                return EnvelopeTooLarge(*err.args)
 
         def from_disk():
             return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build)

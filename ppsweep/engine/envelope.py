@@ -456,7 +456,7 @@ def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Featu
 
     hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap)
     if isinstance(hit, EnvelopeTooLarge):
-        raise hit
+        raise EnvelopeTooLarge(*hit.args)  # a new error: raising the cached verdict would tie frames to it
     return hit
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
 
 from ppsweep.schedules import SCHEDULES, get_schedule
 from ppsweep.tables.fast_realize import realize_fast, validate_fast
@@ -75,8 +77,42 @@ def build_schedule(name: str, p: int, m: int, f_slots: int = 1, b_slots: int = 2
     return _build_cached(name, p, m, f_slots, b_slots, tuple(sorted((k, type(v).__name__, v) for k, v in options.items())))
 
 
-@functools.lru_cache(maxsize=256)
-def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> ScheduleTable:
+#: Most table cells the in-memory cache of built tables keeps (least recently used go first): a
+#: sweep's units reuse their tables, and a design-space sweep's large tables (p=64, m=1024: 10^6
+#: cells and more, with their compiled forms) must not pile up.
+KEPT_CELLS = 1 << 21
+
+
+class _CellBoundedCache:
+    """``functools.lru_cache`` for :func:`_build`, bounded by the cells of the tables it keeps."""
+
+    def __init__(self, build: Callable[..., ScheduleTable]):
+        self._build = build
+        self._kept: OrderedDict[tuple, ScheduleTable] = OrderedDict()
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, build)
+
+    def __call__(self, *key: Any) -> ScheduleTable:
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        table = self._build(*key)
+        with self._lock:
+            table = self._kept.setdefault(key, table)
+            self._kept.move_to_end(key)
+            held = sum(t.kind.size for t in self._kept.values())
+            while held > KEPT_CELLS and len(self._kept) > 1:
+                held -= self._kept.popitem(last=False)[1].kind.size
+        return table
+
+    def cache_clear(self) -> None:
+        """Forget every kept table."""
+        with self._lock:
+            self._kept.clear()
+
+
+def _build(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> ScheduleTable:
     schedule = get_schedule(name)
     kwargs = {key: value for key, _, value in options}
     reason = schedule.why_unsupported(p, m, **kwargs)
@@ -93,6 +129,9 @@ def _build_cached(name: str, p: int, m: int, f_slots: int, b_slots: int, options
     if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key
         return build()
     return cached_table(name, p, m, f_slots, b_slots, options, build)
+
+
+_build_cached = _CellBoundedCache(_build)
 
 
 def bubble_formula(name: str, p: int, m: int, **options: Any) -> float:
