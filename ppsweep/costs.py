@@ -503,14 +503,32 @@ def activation_bytes_per_worker(model: ModelConfig, table: ScheduleTable) -> np.
     if table.split_backward:
         b = model.microbatch_size(table.m)
         pending = stage_layers(model, table) * model.layer_pending_bytes(b)
-        delta = np.zeros((table.p, table.length + 1))
+        profile = profile + _pending_profile(table, pending)
+    return profile.max(axis=1, initial=0.0)
+
+
+def _pending_profile(table: ScheduleTable, pending: np.ndarray) -> np.ndarray:
+    """Bytes each worker holds between the start of an I and the end of its W, per slot, ``(p, T)``.
+
+    Args:
+      table: a table with a split backward.
+      pending: ``(S,)`` bytes one split backward of each stage holds from its I to its W.
+    """
+    from ppsweep.tables.fast_realize import table_ops
+
+    delta = np.zeros((table.p, table.length + 1))
+    ops = table_ops(table)
+    if ops is not None:  # array code: at most one I starts and one W ends at a cell, so the sums are the loop's
+        i_ops, w_ops = ops.kind == Kind.I, ops.kind == Kind.W
+        np.add.at(delta, (ops.worker[i_ops], ops.start[i_ops]), pending[ops.stage[i_ops]])
+        np.subtract.at(delta, (ops.worker[w_ops], ops.end[w_ops]), pending[ops.stage[w_ops]])
+    else:  # operation by operation (the reference)
         for placed in table.placed_ops():
             if placed.op.kind == Kind.I:
                 delta[placed.worker, placed.start] += pending[placed.op.stage]
             elif placed.op.kind == Kind.W:
                 delta[placed.worker, placed.end] -= pending[placed.op.stage]
-        profile = profile + np.cumsum(delta, axis=1)[:, : table.length]
-    return profile.max(axis=1, initial=0.0)
+    return np.cumsum(delta, axis=1)[:, : table.length]
 
 
 def memory_figures(model: ModelConfig, table: ScheduleTable, m: int) -> MemoryFigures:

@@ -87,6 +87,14 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
         expected = reference_profile(ref, w, monkeypatch)
         got = fast.activation_profile(w)
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    if ref.split_backward:  # a split backward's pending bytes, I to W: arrays against the loop
+        from ppsweep import costs
+
+        pending = np.linspace(1.0, 3.0, ref.n_stages)
+        with monkeypatch.context() as patch:
+            patch.setattr(fast_realize, "table_ops", lambda table: None)
+            expected = costs._pending_profile(ref, pending)
+        assert np.array_equal(costs._pending_profile(fast, pending), expected)
     assert_programs_equal(compile_program_fast(fast), compile_program(ref, fast=False))
 
 
