@@ -199,9 +199,17 @@ def corrupted_tables(table: ScheduleTable):
             array[1, t1 : t1 + d1] = int(Kind.IDLE) if name == "kind" else -1
             array[1, :d1] = values
         yield dataclasses.replace(table, **arrays)
+    if ops.has_pairs:  # a pair's backward half moved to another stage; or made the same as another pair's
+        pairs = np.flatnonzero(ops.kind == Kind.FB)
+        a, b = pairs[0], pairs[-1]
+        cells = (int(ops.worker[a]), slice(int(ops.start[a]), int(ops.end[a])))
+        for micro2, stage2 in ((ops.micro2[a], (ops.stage2[a] + 1) % table.n_stages), (ops.micro2[b], ops.stage2[b])):
+            pair_micro, pair_stage = table.pair_micro.copy(), table.pair_stage.copy()
+            pair_micro[cells], pair_stage[cells] = micro2, stage2
+            yield dataclasses.replace(table, pair_micro=pair_micro, pair_stage=pair_stage)
 
 
-@pytest.mark.parametrize("name", ["1f1b", "chimera"])
+@pytest.mark.parametrize("name", ["1f1b", "chimera", "zb_h1", "dualpipe", "dualpipev"])
 def test_validator_verdicts_and_messages_match_reference(name):
     order = get_schedule(name).build_order(4, 8)
     table = realize_fast(order)

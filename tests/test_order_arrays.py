@@ -64,29 +64,29 @@ def test_order_arrays_behave_as_the_tuples_they_hold():
 
 
 def _asap_inputs(order: ScheduleOrder, f_slots: int, b_slots: int):
-    lengths, _, kind, micro, stage = _order_arrays(order)
-    if not well_formed(kind, micro, stage, order.m, order.n_stages) or not isinstance(order.split_backward, bool):
-        return None
-    inputs = input_positions(kind, micro, stage, order.m, order.n_stages, order.split_backward)
-    return lengths, np.where(inputs >= 0, inputs, len(kind)), kind_slots(kind, f_slots, b_slots)
+    ops = _order_arrays(order)
+    assert well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+    inputs = input_positions(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, order.split_backward, ops.micro2,
+                             ops.stage2)
+    return ops.lengths, np.where(inputs >= 0, inputs, len(ops.kind)), kind_slots(ops.kind, f_slots, b_slots)
 
 
-def _schedule_cases(array_path: bool = True):
-    """Registered schedules at small (p, m): those whose orders the array paths place (or, with
-    ``array_path=False``, those they leave to the reference)."""
+def _schedule_cases(columns: bool = True):
+    """Registered schedules at small (p, m): those whose operations have at most two inputs, which
+    the column path places (or, with ``columns=False``, those with pairs F&B: wavefront by wavefront)."""
     cases = []
     for name in sorted(SCHEDULES):
         for p, m in [(2, 3), (4, 4), (4, 8), (6, 12)]:
             if why_unsupported(name, p, m) is None:
                 order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
-                if (_asap_inputs(order, 1, 2) is not None) == array_path:
+                if (_asap_inputs(order, 1, 2)[1].shape[0] == 2) == columns:
                     cases.append((name, p, m))
     return cases
 
 
-def test_only_the_pair_schedules_are_left_to_the_reference():
-    # F&B pairs (and DualPipeV's mixed split) are not among the array paths' operations
-    assert {name for name, _, _ in _schedule_cases(array_path=False)} == {"dualpipe", "dualpipev"}
+def test_only_the_pair_schedules_go_wavefront_by_wavefront():
+    # a pair F&B reads the inputs of two halves (four rows of inputs): no column levels
+    assert {name for name, _, _ in _schedule_cases(columns=False)} == {"dualpipe", "dualpipev"}
 
 
 @pytest.mark.parametrize("name,p,m", _schedule_cases())
@@ -97,6 +97,16 @@ def test_column_and_wavefront_placements_agree(name, p, m, f_slots, b_slots):
     columns = _Columns.of(*args)
     assert columns is not None, f"{name}: every registered schedule's order has column levels"
     assert np.array_equal(columns.starts(), _wavefront_starts(*args))
+
+
+@pytest.mark.parametrize("name,p,m", _schedule_cases(columns=False))
+@pytest.mark.parametrize("f_slots,b_slots", [(1, 2), (1, 1), (2, 3)])
+def test_wavefront_placement_of_pairs_is_the_reference(name, p, m, f_slots, b_slots):
+    order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
+    starts = _wavefront_starts(*_asap_inputs(order, f_slots, b_slots))
+    reference = realize(order, f_slots, b_slots)
+    placed = sorted(reference.placed_ops(), key=lambda item: (item.worker, item.start))
+    assert starts.tolist() == [item.start for item in placed]
 
 
 def test_an_order_without_column_levels_goes_wavefront_by_wavefront():

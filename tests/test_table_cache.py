@@ -36,7 +36,8 @@ def assert_same(a, b):
             assert x == y and type(x) is type(y), f.name
 
 
-@pytest.mark.parametrize("name, options", [("1f1b", {}), ("chimera", {"split": "1:2"}), ("hanayo", {"waves": 2})])
+@pytest.mark.parametrize("name, options", [("1f1b", {}), ("chimera", {"split": "1:2"}), ("hanayo", {"waves": 2}), ("zbv", {}),
+                                           ("dualpipe", {}), ("dualpipev", {})])
 def test_a_cached_table_reads_back_equal(cache, name, options):
     built = fresh(name, 4, 8, **options)
     assert len(list(cache.glob("*.npz"))) == 1

@@ -33,6 +33,8 @@ CACHE_ENV = "PPSWEEP_TABLE_CACHE"
 MIN_CELLS = 1 << 14
 
 _ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "stage_fractions")
+#: The arrays of a table with pairs F&B (their backward halves), stored beside the others.
+_PAIR_ARRAYS = ("pair_micro", "pair_stage")
 
 #: Modules whose source defines a built table (the schedules package is added whole).
 _MODULES = ("ops.py", "table.py", "fast_realize.py", "validate.py", "build.py", "cache.py")
@@ -78,8 +80,7 @@ def cached_table(
         if table is not None:
             return table
     table = build()
-    # The file keeps the arrays the array paths read: tables they leave to the references (F&B
-    # pairs, a backward split for some operations only) are not stored.
+    # The file keeps the arrays the array paths read (tables they leave to the references are not stored).
     if table.kind.size >= MIN_CELLS and table_ops(table) is not None:
         _write(path, table)
     return table
@@ -91,11 +92,13 @@ def _read(path: Path) -> ScheduleTable | None:
         return None  # damaged or foreign: rebuilt and replaced
     meta, stored = read
     try:
-        arrays = {key: stored[key].astype(meta["dtypes"][key], copy=False) for key in _ARRAYS}
+        names = _ARRAYS + (_PAIR_ARRAYS if meta["pairs"] else ())
+        arrays = {key: stored[key].astype(meta["dtypes"][key], copy=False) for key in names}
+        split = meta["split_backward"]
         return ScheduleTable(
             name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
-            split_backward=meta["split_backward"], f_slots=meta["f_slots"], b_slots=meta["b_slots"],
-            options=meta["options"], **arrays,
+            split_backward=split if isinstance(split, bool) else frozenset(tuple(pair) for pair in split),
+            f_slots=meta["f_slots"], b_slots=meta["b_slots"], options=meta["options"], **arrays,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -103,10 +106,13 @@ def _read(path: Path) -> ScheduleTable | None:
 
 def _write(path: Path, table: ScheduleTable) -> None:
     """Write ``table`` to ``path`` atomically (temporary file in the same directory, then rename)."""
-    arrays = {key: np.asarray(getattr(table, key)) for key in _ARRAYS}
+    pairs = table.pair_micro is not None
+    arrays = {key: np.asarray(getattr(table, key)) for key in _ARRAYS + (_PAIR_ARRAYS if pairs else ())}
+    split = table.split_backward
     meta = {
         "name": table.name, "p": table.p, "m": table.m, "n_stages": table.n_stages,
-        "split_backward": bool(table.split_backward), "f_slots": table.f_slots, "b_slots": table.b_slots,
-        "options": table.options, "dtypes": {key: a.dtype.str for key, a in arrays.items()},
+        "split_backward": bool(split) if isinstance(split, (bool, np.bool_)) else sorted([int(j), int(s)] for j, s in split),
+        "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
+        "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
     disk_cache.write_npz(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})

@@ -19,27 +19,30 @@ reference, so that every result, error included, is the reference's:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from ppsweep.tables.ops import NONE, Kind
+from ppsweep.tables.ops import NONE, Kind, SplitBackward
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder
 from ppsweep.tables.table import ScheduleTable, check_slots, realize, table_from_placed
 
-#: The kinds the array paths handle; tables or orders with any other kind use the reference.
+#: The kinds of single operations; an F&B pair (``Kind.FB``) holds a forward and a full backward.
 FAST_KINDS = (Kind.F, Kind.B, Kind.I, Kind.W)
 
 
 @dataclass(frozen=True)
 class OpArrays:
-    """Operations as parallel int64 arrays (one entry per operation).
+    """Operations as parallel int64 arrays (one entry per operation; a pair F&B is one operation).
 
     Attributes:
       worker, start, slots, kind, micro, stage: where each operation runs, its first slot and
-        length in slots, and the operation itself.
+        length in slots, and the operation itself (a pair: its forward half's microbatch and stage).
+      micro2, stage2: a pair's backward half's microbatch and stage (-1 for other operations);
+        None where the table has no pair.
     """
 
     worker: np.ndarray
@@ -48,11 +51,22 @@ class OpArrays:
     kind: np.ndarray
     micro: np.ndarray
     stage: np.ndarray
+    micro2: np.ndarray | None = None
+    stage2: np.ndarray | None = None
 
     @property
     def end(self) -> np.ndarray:
         """First slot after each operation."""
         return self.start + self.slots
+
+    @property
+    def has_pairs(self) -> bool:
+        """Whether some operation is an F&B pair (the arrays then have ``micro2`` and ``stage2``)."""
+        return self.micro2 is not None
+
+    def taken(self, index: np.ndarray) -> "OpArrays":
+        """The operations at ``index``, in that order."""
+        return OpArrays(*(None if a is None else a[index] for a in (getattr(self, f.name) for f in dataclasses.fields(self))))
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -61,7 +75,7 @@ class OpArrays:
 def kind_slots(kind: np.ndarray, f_slots: int, b_slots: int) -> np.ndarray:
     """Slots of each operation of ``kind`` (array version of :func:`ppsweep.tables.table.op_slots`)."""
     per_kind = np.zeros(max(int(k) for k in Kind) + 1, dtype=np.int64)
-    per_kind[Kind.F], per_kind[Kind.B] = f_slots, b_slots
+    per_kind[Kind.F], per_kind[Kind.B], per_kind[Kind.FB] = f_slots, b_slots, f_slots + b_slots
     per_kind[Kind.I] = per_kind[Kind.W] = max(1, b_slots // 2)
     return per_kind[kind]
 
@@ -74,17 +88,33 @@ def op_index(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_s
     return ((kind - 1) * m + micro) * n_stages + stage
 
 
+def split_grid(split_backward: SplitBackward, m: int, n_stages: int) -> np.ndarray:
+    """``(m, S)`` True where the backward of ``(micro, stage)`` is split into I and W."""
+    if isinstance(split_backward, (bool, np.bool_)):
+        return np.full((m, n_stages), bool(split_backward))
+    grid = np.zeros((m, n_stages), dtype=bool)
+    split = np.array(sorted(split_backward), dtype=np.int64).reshape(-1, 2)
+    inside = (split[:, 0] >= 0) & (split[:, 0] < m) & (split[:, 1] >= 0) & (split[:, 1] < n_stages)
+    grid[split[inside, 0], split[inside, 1]] = True
+    return grid
+
+
 def dependency_ids(
-    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: bool
+    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: SplitBackward
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ids (:func:`op_index`) of the two inputs of each operation, -1 where there is none.
 
     The same rules, and the same order, as :func:`ppsweep.tables.ops.dependencies`: the upstream input
-    first, then (for B and I below the last stage) the same-stage forward.
+    first, then (for B and I below the last stage) the same-stage forward. The input gradient of
+    ``(micro, stage)`` comes from the I of ``(micro, stage + 1)`` where that backward is split, else its B.
     """
     f_id = micro * n_stages + stage  # F(j, s); op_index is linear in kind and stage
     block = m * n_stages  # ids of one kind
-    grad = int(Kind.I if split_backward else Kind.B)
+    if isinstance(split_backward, (bool, np.bool_)):
+        grad = int(Kind.I if split_backward else Kind.B)
+    else:  # per microbatch and stage: the kind of the backward above
+        above = split_grid(split_backward, m, n_stages)[micro, np.minimum(stage + 1, n_stages - 1)]
+        grad = np.where(above, int(Kind.I), int(Kind.B))
     is_bwd = (kind == Kind.B) | (kind == Kind.I)
     bwd_mid = is_bwd & (stage < n_stages - 1)
     first = np.where((kind == Kind.F) & (stage > 0), f_id - 1, -1)  # F(j, s-1)
@@ -94,26 +124,51 @@ def dependency_ids(
     return first, second
 
 
+def half_arrays(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, micro2: np.ndarray | None,
+                stage2: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The halves of each operation as ``(kind, micro, stage, present)`` arrays: one for every operation
+    (a pair's forward half), and, where there are pairs, a second for their backward halves
+    (:func:`ppsweep.tables.ops.halves`; ``present`` False for the other operations)."""
+    pairs = kind == Kind.FB
+    first = (np.where(pairs, int(Kind.F), kind), micro, stage, np.ones(len(kind), dtype=bool))
+    if micro2 is None:
+        return [first]
+    return [first, (np.full(len(kind), int(Kind.B)), np.where(pairs, micro2, 0), np.where(pairs, stage2, 0), pairs)]
+
+
 def input_positions(
-    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: bool
+    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: SplitBackward,
+    micro2: np.ndarray | None = None, stage2: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Where each operation's inputs are among the operations, or None.
 
     Args:
       kind, micro, stage: the operations (well formed: :func:`well_formed`).
       m, n_stages: microbatches and stages.
-      split_backward: whether every backward is split (True) or none (False).
+      split_backward: whether every backward is split (True), none (False), or the split ``(micro, stage)``.
+      micro2, stage2: the backward halves of pairs F&B (-1 elsewhere); None where there is none.
 
     Returns:
       ``(2, n)`` index of each operation's inputs (:func:`dependency_ids` order), -1 where it has
-      none; None where an operation is listed twice or an input is not among the operations.
+      none; with pairs ``(4, n)``: the forward half's two, then the backward half's
+      (:func:`ppsweep.tables.ops.dependencies`' order). None where an operation is listed twice
+      or an input is not among the operations.
     """
     n = len(kind)
+    halves = half_arrays(kind, micro, stage, micro2, stage2)
     position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> index; the last entry: no input
-    position[op_index(kind, micro, stage, m, n_stages)] = np.arange(n)
-    if np.count_nonzero(position >= 0) != n:
+    owners = np.arange(n)
+    n_halves = 0
+    for k, j, s, present in halves:
+        position[op_index(k[present], j[present], s[present], m, n_stages)] = owners[present]
+        n_halves += int(np.count_nonzero(present))
+    if np.count_nonzero(position >= 0) != n_halves:
         return None
-    ids = np.stack(dependency_ids(kind, micro, stage, m, n_stages, split_backward))
+    rows = []
+    for k, j, s, present in halves:
+        for ids in dependency_ids(k, j, s, m, n_stages, split_backward):
+            rows.append(np.where(present, ids, -1))
+    ids = np.stack(rows)
     inputs = position[ids]  # ids of -1 read the last entry
     if ((inputs < 0) & (ids >= 0)).any():
         return None
@@ -124,14 +179,35 @@ def table_inputs(table: ScheduleTable, ops: OpArrays) -> np.ndarray | None:
     """:func:`input_positions` of ``table``'s operations (``ops = table_ops(table)``), kept with the table."""
     known = _INPUTS.get(table)
     if known is None:
-        known = input_positions(ops.kind, ops.micro, ops.stage, table.m, table.n_stages, table.split_backward)
+        known = input_positions(ops.kind, ops.micro, ops.stage, table.m, table.n_stages, table.split_backward,
+                                ops.micro2, ops.stage2)
         if known is not None:
             _INPUTS[table] = known
     return known
 
 
-def _order_arrays(order: ScheduleOrder) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(lengths per worker; worker, kind, micro, stage of every operation, worker by worker) of ``order``."""
+@dataclass(frozen=True)
+class _Order:
+    """An order as arrays: operations per worker, then every operation worker by worker.
+
+    Attributes:
+      lengths: ``(p,)`` operations of each worker.
+      worker, kind, micro, stage: ``(n,)`` each operation (a pair: its forward half's microbatch and stage).
+      micro2, stage2: a pair's backward half (-1 elsewhere); None where the order has no pair.
+    """
+
+    lengths: np.ndarray
+    worker: np.ndarray
+    kind: np.ndarray
+    micro: np.ndarray
+    stage: np.ndarray
+    micro2: np.ndarray | None = None
+    stage2: np.ndarray | None = None
+
+
+def _order_arrays(order: ScheduleOrder) -> _Order:
+    """The operations of ``order`` as arrays (:class:`_Order`)."""
+    micro2 = stage2 = None
     if isinstance(order.orders, OrderArrays):  # a generator that computed its order as arrays
         arrays = order.orders
         lengths, kind, micro, stage = arrays.lengths, arrays.kind, arrays.micro, arrays.stage
@@ -144,29 +220,30 @@ def _order_arrays(order: ScheduleOrder) -> tuple[np.ndarray, np.ndarray, np.ndar
             itertools.chain.from_iterable(itertools.chain.from_iterable(order.orders)), dtype=np.int64, count=width * n
         ).reshape(n, width)
         kind, micro, stage = flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy()
+        if width >= 5 and (kind == Kind.FB).any():
+            micro2, stage2 = flat[:, 3].copy(), flat[:, 4].copy()
     worker = np.repeat(np.arange(order.p, dtype=np.int64), lengths)
-    return lengths, worker, kind, micro, stage
+    return _Order(lengths, worker, kind, micro, stage, micro2, stage2)
 
 
-def _plain_split(split_backward: object) -> bool:
-    """True where the backward is split for every operation or for none (what the array paths handle)."""
-    return isinstance(split_backward, (bool, np.bool_))
-
-
-def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int) -> bool:
-    """Kinds in :data:`FAST_KINDS`, micro and stage in range: where :func:`op_index` is defined.
+def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int,
+                micro2: np.ndarray | None = None, stage2: np.ndarray | None = None) -> bool:
+    """Kinds F, B, I, W (and F&B where ``micro2`` is given), every half's micro and stage in range:
+    where :func:`op_index` is defined for every half.
 
     Args:
       kind, micro, stage: int arrays of the operations.
       m: microbatches. n_stages: stages.
+      micro2, stage2: the backward halves of pairs (None: no pairs).
     """
     if kind.size == 0:
         return True
-    return bool(
-        kind.min() >= min(FAST_KINDS) and kind.max() <= max(FAST_KINDS)  # FAST_KINDS: codes 1 … 4
-        and micro.min() >= 0 and micro.max() < m
-        and stage.min() >= 0 and stage.max() < n_stages
-    )
+    highest = int(Kind.FB) if micro2 is not None else max(FAST_KINDS)
+    for k, j, s, present in half_arrays(kind, micro, stage, micro2, stage2):
+        j, s = j[present], s[present]
+        if j.size and not (j.min() >= 0 and j.max() < m and s.min() >= 0 and s.max() < n_stages):
+            return False
+    return bool(kind.min() >= min(FAST_KINDS) and kind.max() <= highest)  # codes 1 … 4 (5: FB)
 
 
 def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
@@ -177,24 +254,23 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     own error where the order cannot run.
     """
     check_slots(f_slots, b_slots)
-    if not _plain_split(order.split_backward):
+    ops = _order_arrays(order)
+    m, n_stages, n = order.m, order.n_stages, len(ops.kind)
+    if n == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
         return realize(order, f_slots, b_slots)
-    lengths, worker, kind, micro, stage = _order_arrays(order)
-    m, n_stages, n = order.m, order.n_stages, len(kind)
-    if n == 0 or not well_formed(kind, micro, stage, m, n_stages):
-        return realize(order, f_slots, b_slots)
-    inputs = input_positions(kind, micro, stage, m, n_stages, order.split_backward)
+    inputs = input_positions(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
     if inputs is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
     dep_pos = np.where(inputs >= 0, inputs, n)  # n: a sentinel that is always placed at time 0
-    slots = kind_slots(kind, f_slots, b_slots)
-    start = _asap_starts(lengths, dep_pos, slots)
+    slots = kind_slots(ops.kind, f_slots, b_slots)
+    start = _asap_starts(ops.lengths, dep_pos, slots)
     if start is None:
         return realize(order, f_slots, b_slots)
-    table = _table(order, worker, start, slots, kind, micro, stage, f_slots, b_slots)
+    table = _table(order, ops, start, slots, f_slots, b_slots)
     # What table_ops would read back off the dense arrays: worker by worker, in slot order (each
     # worker's operations start in increasing slots, none repeated, so no two runs merge).
-    _OPS[table] = OpArrays(worker=worker, start=start, slots=slots, kind=kind, micro=micro, stage=stage)
+    _OPS[table] = OpArrays(worker=ops.worker, start=start, slots=slots, kind=ops.kind, micro=ops.micro, stage=ops.stage,
+                           micro2=ops.micro2, stage2=ops.stage2)
     _INPUTS[table] = inputs
     return table
 
@@ -210,10 +286,11 @@ def _asap_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarray) ->
 
     Args:
       lengths: ``(p,)`` operations of each worker.
-      dep_pos: ``(2, n)`` index of each input in the order, ``n`` where there is none.
+      dep_pos: ``(k, n)`` index of each input in the order, ``n`` where there is none (``k = 4``
+        with pairs F&B: those go wavefront by wavefront).
       slots: ``(n,)`` length of each operation.
     """
-    columns = _Columns.of(lengths, dep_pos, slots)
+    columns = _Columns.of(lengths, dep_pos, slots) if dep_pos.shape[0] == 2 else None
     if columns is not None:
         return columns.starts()
     return _wavefront_starts(lengths, dep_pos, slots)
@@ -340,18 +417,19 @@ def _wavefront_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarra
     that has run its whole order waits at an operation that never runs.
     """
     n = int(lengths.sum())
+    k = dep_pos.shape[0]  # inputs per operation
     waiting, done = -(1 << 40), n + 1  # the end of an operation not placed; the operation that never runs
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     after = np.arange(1, n + 3)  # each operation's successor on its worker
     after[offsets + lengths - 1] = done
     after[n:] = done
     # One row per operation (and the two sentinels): its inputs, its slots, its successor.
-    info = np.empty((n + 2, 4), dtype=np.int64)
-    info[:n, :2] = dep_pos.T
-    info[:n, 2] = slots
-    info[n:, :2] = done  # "no input" (never read as an operation) and "done" (waits for itself)
-    info[n:, 2] = 0
-    info[:, 3] = after
+    info = np.empty((n + 2, k + 2), dtype=np.int64)
+    info[:n, :k] = dep_pos.T
+    info[:n, k] = slots
+    info[n:, :k] = done  # "no input" (never read as an operation) and "done" (waits for itself)
+    info[n:, k] = 0
+    info[:, k + 1] = after
     end = np.full(n + 2, waiting, dtype=np.int64)
     end[n] = 0  # "no input": ready at time 0
     start = np.zeros(n + 2, dtype=np.int64)
@@ -360,50 +438,44 @@ def _wavefront_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarra
     placed = 0
     while placed < n:
         row = info[cursor]
-        inputs = end[row[:, :2]]
-        ready = np.minimum(inputs[:, 0], inputs[:, 1]) >= 0
-        begin = np.maximum(np.maximum(inputs[:, 0], inputs[:, 1]), free)
+        inputs = end[row[:, :k]]
+        ready = inputs.min(axis=1) >= 0
+        begin = np.maximum(inputs.max(axis=1), free)
         count = int(np.count_nonzero(ready))
         if count == 0:
             return None
-        finish = begin + row[:, 2]
+        finish = begin + row[:, k]
         free = np.where(ready, finish, free)
         end[cursor] = np.where(ready, finish, waiting)
         start[cursor] = begin
-        cursor = np.where(ready, row[:, 3], cursor)
+        cursor = np.where(ready, row[:, k + 1], cursor)
         placed += count
     return start[:n]
 
 
-def _table(
-    order: ScheduleOrder,
-    worker: np.ndarray,
-    start: np.ndarray,
-    slots: np.ndarray,
-    kind: np.ndarray,
-    micro: np.ndarray,
-    stage: np.ndarray,
-    f_slots: int,
-    b_slots: int,
-) -> ScheduleTable:
+def _table(order: ScheduleOrder, ops: _Order, start: np.ndarray, slots: np.ndarray, f_slots: int,
+           b_slots: int) -> ScheduleTable:
     """The dense table of placed operations (as :func:`ppsweep.tables.table.table_from_placed` fills it)."""
-    n, length = len(kind), int((start + slots).max())
+    n, length = len(ops.kind), int((start + slots).max())
     # The operation in each cell (n: idle): an operation's first cell, then its d-th for d < slots.
     cell_op = np.full(order.p * length, n, dtype=np.int64)
-    first_cell = worker * length + start
+    first_cell = ops.worker * length + start
     cell_op[first_cell] = np.arange(n)
     for d in range(1, int(slots.max())):
         longer = np.flatnonzero(slots > d)
         cell_op[first_cell[longer] + d] = longer
     table = table_from_placed(order, [], f_slots, b_slots)  # the metadata; arrays replaced below
-    arrays = {}
-    for name, fill, values in (
-        ("kind", int(Kind.IDLE), kind),
-        ("micro", NONE, micro),
-        ("stage", NONE, stage),
-        ("replica", NONE, np.asarray(order.micro_replica, dtype=np.int64)[micro]),
-    ):
-        arrays[name] = np.append(values, fill)[cell_op].reshape(order.p, length)
+    fields = [
+        ("kind", int(Kind.IDLE), ops.kind),
+        ("micro", NONE, ops.micro),
+        ("stage", NONE, ops.stage),
+        ("replica", NONE, np.asarray(order.micro_replica, dtype=np.int64)[ops.micro]),
+    ]
+    if ops.micro2 is not None:  # a pair's cells also name its backward half
+        pairs = ops.kind == Kind.FB
+        fields += [("pair_micro", NONE, np.where(pairs, ops.micro2, NONE)),
+                   ("pair_stage", NONE, np.where(pairs, ops.stage2, NONE))]
+    arrays = {name: np.append(values, fill)[cell_op].reshape(order.p, length) for name, fill, values in fields}
     return _with_arrays(table, arrays)
 
 
@@ -421,16 +493,14 @@ def table_ops(table: ScheduleTable) -> OpArrays | None:
     """The operations of ``table`` in (worker, slot) order, as :meth:`ScheduleTable.placed_ops` finds them.
 
     An operation is a maximal run of consecutive cells of a row holding the same
-    ``(kind, micro, stage)``. Returns None for the tables the array paths leave to the references:
-    a cell holding a kind outside :data:`FAST_KINDS` and IDLE (an F&B pair), or a backward split
-    for some operations only. Every array path, and the disk cache (which stores what they
-    read), asks this one question.
+    ``(kind, micro, stage)`` (a pair F&B: and the same backward half). Returns None for the tables
+    the array paths leave to the references: arrays of the wrong shape, or a cell holding an
+    unknown kind (or F&B without the pair arrays). Every array path, and the disk cache (which
+    stores what they read), asks this one question.
     """
     known = _OPS.get(table)
     if known is not None:
         return known
-    if not _plain_split(table.split_backward):
-        return None
     ops = _read_ops(table)
     if ops is not None:
         _OPS[table] = ops
@@ -447,14 +517,19 @@ def _read_ops(table: ScheduleTable) -> OpArrays | None:
     kind, micro, stage = table.kind, table.micro, table.stage
     if kind.ndim != 2 or micro.shape != kind.shape or stage.shape != kind.shape:
         return None
-    codes = np.array([int(Kind.IDLE)] + [int(k) for k in FAST_KINDS])
-    if not np.isin(kind, codes).all():
+    cells = [kind, micro, stage]
+    codes = [int(Kind.IDLE)] + [int(k) for k in FAST_KINDS]
+    pairs = table.pair_micro is not None and table.pair_stage is not None
+    if pairs:
+        if table.pair_micro.shape != kind.shape or table.pair_stage.shape != kind.shape:
+            return None
+        cells += [table.pair_micro, table.pair_stage]
+        codes.append(int(Kind.FB))
+    if not np.isin(kind, np.array(codes)).all():
         return None
     busy = kind != Kind.IDLE
     same_as_previous = np.zeros(kind.shape, dtype=bool)
-    same_as_previous[:, 1:] = (
-        (kind[:, 1:] == kind[:, :-1]) & (micro[:, 1:] == micro[:, :-1]) & (stage[:, 1:] == stage[:, :-1])
-    )
+    same_as_previous[:, 1:] = np.logical_and.reduce([a[:, 1:] == a[:, :-1] for a in cells])
     begins = busy & ~same_as_previous
     w, t = np.nonzero(begins)  # row-major: worker, then slot
     # A run ends where the next run (or an idle cell, or the row's end) begins.
@@ -471,6 +546,8 @@ def _read_ops(table: ScheduleTable) -> OpArrays | None:
         kind=kind[w, t].astype(np.int64),
         micro=micro[w, t].astype(np.int64),
         stage=stage[w, t].astype(np.int64),
+        micro2=table.pair_micro[w, t].astype(np.int64) if pairs else None,
+        stage2=table.pair_stage[w, t].astype(np.int64) if pairs else None,
     )
 
 
@@ -498,18 +575,27 @@ def _valid(table: ScheduleTable) -> bool:
     if ops is None or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
         return False
     m, n_stages = table.m, table.n_stages
-    allowed = (Kind.F, Kind.I, Kind.W) if table.split_backward else (Kind.F, Kind.B)
-    n_expected = len(allowed) * m * n_stages
-    if len(ops) != n_expected or not np.isin(ops.kind, np.array([int(k) for k in allowed])).all():
+    if not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
         return False
-    if not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages):
+    # Every half of the kind its microbatch-stage runs (F; B, or I and W where split), as many
+    # halves as the schedule's operations (no repeat: table_inputs below), each on its stage's worker.
+    split = split_grid(table.split_backward, m, n_stages)
+    replica_of = np.asarray(table.micro_replica, dtype=np.int64)
+    placement = np.asarray(table.placement)
+    n_halves = 0
+    for k, j, s, present in half_arrays(ops.kind, ops.micro, ops.stage, ops.micro2, ops.stage2):
+        k, j, s, worker = k[present], j[present], s[present], ops.worker[present]
+        backward_split = split[j, s]
+        allowed = (k == Kind.F) | np.where(backward_split, (k == Kind.I) | (k == Kind.W), k == Kind.B)
+        if not allowed.all() or not (placement[replica_of[j], s] == worker).all():
+            return False
+        n_halves += len(k)
+    if n_halves != 2 * m * n_stages + int(split.sum()):
         return False
     if not (ops.slots == kind_slots(ops.kind, table.f_slots, table.b_slots)).all():
         return False
-    replica = np.asarray(table.micro_replica, dtype=np.int64)[ops.micro]
-    if not (table.replica[ops.worker, ops.start] == replica).all():
-        return False
-    if not (np.asarray(table.placement)[replica, ops.stage] == ops.worker).all():
+    single = ops.kind != Kind.FB  # a pair's replica cell is not checked (the reference's rule)
+    if not (table.replica[ops.worker[single], ops.start[single]] == replica_of[ops.micro[single]]).all():
         return False
     inputs = table_inputs(table, ops)
     if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
@@ -528,8 +614,11 @@ def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | No
     delta = np.zeros((table.p, table.length + 1))
     # At most one operation starts and one ends at a cell, so the additions below meet at most
     # two terms per cell, whose sum does not depend on their order: the reference's floats.
-    stores = ops.kind == Kind.F
-    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.tables.ops.frees_activation
+    # A pair stores its forward half's activation and frees its backward half's.
+    pairs = ops.kind == Kind.FB
+    stores = (ops.kind == Kind.F) | pairs
+    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W) | pairs  # ppsweep.tables.ops.frees_activation
+    freed_stage = np.where(pairs, ops.stage2, ops.stage) if ops.has_pairs else ops.stage
     np.add.at(delta, (ops.worker[stores], ops.start[stores]), weights[ops.stage[stores]])
-    np.subtract.at(delta, (ops.worker[frees], ops.end[frees]), weights[ops.stage[frees]])
+    np.subtract.at(delta, (ops.worker[frees], ops.end[frees]), weights[freed_stage[frees]])
     return np.cumsum(delta, axis=1)[:, : table.length]
