@@ -319,3 +319,23 @@ def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
     weights[1, idx["sync"] : idx["sync"] + program.n_sync] = 2.0
     weights[2, idx["sync"] : idx["sync"] + program.n_sync] = 40.0
     return weights, np.array([False, True, True])
+
+
+@pytest.mark.parametrize("name", ["dualpipe", "dualpipev", "zbv", "chimera"])
+def test_the_array_paths_take_every_registered_schedule(name, monkeypatch):
+    """Pairs F&B and mixed split backwards included: no reference walk is needed to build, check,
+    compile or profile a registered schedule's table."""
+    import ppsweep.engine.fast_program as fast_program
+    from ppsweep.tables import validate as validate_mod
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the reference was asked")
+
+    monkeypatch.setattr(fast_realize, "realize", refused)
+    monkeypatch.setattr(validate_mod, "validate_table", refused)
+    monkeypatch.setattr(fast_program, "compile_program", refused)
+    monkeypatch.setattr(ScheduleTable, "placed_ops", refused)
+    table = realize_fast(get_schedule(name).build_order(8, 16))
+    validate_fast(table)
+    compile_program_fast(table)
+    assert table.activation_profile().shape == (8, table.length)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppsweep.tables.fast_realize import OpArrays, table_inputs, table_ops, well_formed
+from ppsweep.tables.fast_realize import OpArrays, input_halves, table_ops, well_formed
 from ppsweep.tables.ops import Kind
-from ppsweep.engine.program import KIND_ROW, Program, StepArrays, assemble_program, compile_program
+from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemble_program, compile_program
 from ppsweep.tables.table import ScheduleTable
 
 #: ``KIND_ROW`` indexed by kind code.
@@ -38,67 +38,132 @@ def compile_program_fast(table: ScheduleTable) -> Program:
         reference).
     """
     ops = table_ops(table)
-    m, n_stages, p = table.m, table.n_stages, table.p
-    if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages):
-        return compile_program(table, fast=False)
-    inputs = table_inputs(table, ops)
-    if inputs is None:  # an operation twice, or an input missing
+    m, n_stages = table.m, table.n_stages
+    if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
         return compile_program(table, fast=False)
     # The reference's order: by start slot, then worker (table_ops lists them worker by worker).
     order = np.argsort(ops.start, kind="stable")
-    ops = OpArrays(*(getattr(ops, f)[order] for f in ("worker", "start", "slots", "kind", "micro", "stage")))
-    n = len(ops)
-    moved_to = np.empty(n + 1, dtype=np.int64)
-    moved_to[order] = np.arange(n)
-    moved_to[n] = -1  # an input of -1 (none) reads this entry
-    dep_pos = moved_to[inputs[:, order]]
-
-    wave = np.concatenate([[0], np.cumsum(ops.start[1:] != ops.start[:-1])])  # waves: the distinct start slots
-
-    # Cross-worker inputs: at most one per operation (the reference refuses two).
-    remote = [(d >= 0) & (ops.worker[d] != ops.worker) for d in dep_pos]
-    if (remote[0] & remote[1]).any():
+    ops = ops.taken(order)
+    halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward, ops.micro2, ops.stage2)
+    if halves is None:  # an operation twice, or an input missing
         return compile_program(table, fast=False)
-    remote_input = np.where(remote[0], dep_pos[0], np.where(remote[1], dep_pos[1], -1))
-    consumer = np.flatnonzero(remote_input >= 0)
-    producer = remote_input[consumer]
-    destination = np.full(n, -1, dtype=np.int64)
-    destination[producer] = ops.worker[consumer]
-    if (destination[producer] != ops.worker[consumer]).any():
-        return compile_program(table, fast=False)  # an output to two workers: the reference raises NotImplementedError
-    senders = np.flatnonzero(destination >= 0)  # in the reference's order
+    steps = _steps(ops, halves, n_stages, table.p)
+    if steps is None:  # what the reference refuses (two remote inputs, an output to two workers) or reads otherwise
+        return compile_program(table, fast=False)
+    return assemble_program(table, *steps, n_ops=len(ops))
+
+
+def _steps(ops: OpArrays, halves: np.ndarray, n_stages: int, p: int) -> tuple[StepArrays, int, dict] | None:
+    """The engine's steps of the operations ``ops`` (in the reference's order) whose inputs are the
+    halves ``halves`` (:func:`ppsweep.tables.fast_realize.input_halves`): ``(steps, registers,
+    links)``, or None where the reference must decide.
+
+    A message is a half's output (``2·i`` operation ``i``, a pair's forward half; ``2·i + 1`` a
+    pair's backward half) read on another worker. An operation is one step; a pair four, in
+    sub-waves 0-3 of its start slot (:mod:`ppsweep.engine.program`): the forward half's input, the
+    backward half's input and the forward part, the backward part and the first output, the second.
+    """
+    n = len(ops)
+    pairs = ops.kind == Kind.FB
+    producer = np.where(halves >= 0, halves // 2, 0)
+    remote = (halves >= 0) & (ops.worker[producer] != ops.worker[None, :])
+    forward_rows = remote[:2]  # an operation's own inputs (a pair: its forward half's)
+    backward_rows = remote[2:] if halves.shape[0] > 2 else np.zeros((0, n), dtype=bool)
+    if (forward_rows.sum(axis=0) > 1).any() or (backward_rows.sum(axis=0) > 1).any():
+        return None  # two remote inputs: the reference says which (pairs: one per half is allowed)
+    if backward_rows.any() and (~pairs[backward_rows.any(axis=0)]).any():
+        return None
+    first_input = np.where(forward_rows.any(axis=0), np.where(remote[0], halves[0], halves[1]), -1)
+    second_input = -np.ones(n, dtype=np.int64)
+    if halves.shape[0] > 2:
+        second_input = np.where(remote[2], halves[2], np.where(remote[3], halves[3], -1))
+        if ((second_input >= 0) & (second_input == np.where(pairs, halves[0], -1))).any():
+            return None  # a backward half reading what the forward half reads: the reference's filter decides
+    if (~pairs & (second_input >= 0)).any():
+        return None
+    # Non-pair operations read their one remote input in their only step; pairs read the forward
+    # half's in sub-wave 0 and the backward half's in sub-wave 1.
+    reads = np.stack([first_input, np.where(pairs, second_input, -1)])
+
+    # Destination of each message (the worker of its remote readers: one, else the reference refuses it).
+    code = reads.ravel()
+    readers = np.tile(np.arange(n), 2)[code >= 0]
+    code = code[code >= 0]
+    destination = np.full(2 * n, -1, dtype=np.int64)
+    destination[code] = ops.worker[readers]
+    if (destination[code] != ops.worker[readers]).any():
+        return None
+    # The first reader of each message in the reference's order decides the order of a pair's outputs.
+    first_reader = np.full(2 * n, n, dtype=np.int64)
+    np.minimum.at(first_reader, code, readers)
+
+    # Each operation's outputs in send order: (destination worker, first reader's start).
+    sent = destination.reshape(n, 2) >= 0
+    out = np.where(sent, np.arange(2 * n).reshape(n, 2), -1)
+    reader_start = np.where(sent, ops.start[np.minimum(first_reader, n - 1)].reshape(n, 2), 0)
+    swap = sent.all(axis=1) & _later(destination.reshape(n, 2), reader_start)
+    out = np.where(swap[:, None], out[:, ::-1], out)
+    only_second = ~sent[:, 0] & sent[:, 1]
+    out[only_second] = out[only_second, ::-1]  # a single output goes first
+    if (~pairs & sent[:, 1]).any():
+        return None
+
+    # The steps: one per operation, four per pair (sub-waves 0-3 of its start slot).
+    zero = 5 * n_stages
+    single_row = _ROW_OF_KIND[ops.kind] * n_stages + ops.stage
+    frees_single = np.where((ops.kind == Kind.B) | (ops.kind == Kind.W), ops.stage, -1)
+    rows = [single_row, np.full(n, -1), np.full(n, -1), np.full(n, -1)]
+    step_reads = [reads[0], np.full(n, -1), np.full(n, -1), np.full(n, -1)]
+    step_sends = [out[:, 0], np.full(n, -1), np.full(n, -1), np.full(n, -1)]
+    step_frees = [frees_single, np.full(n, -1), np.full(n, -1), np.full(n, -1)]
+    if pairs.any():
+        stage2 = np.where(pairs, ops.stage2, 0)
+        rows = [np.where(pairs, zero, single_row), np.where(pairs, PAIR_F * n_stages + ops.stage, -1),
+                np.where(pairs, KIND_ROW[Kind.B] * n_stages + stage2, -1), np.where(pairs, zero, -1)]
+        step_reads = [reads[0], reads[1], np.full(n, -1), np.full(n, -1)]
+        step_sends = [np.where(pairs, -1, out[:, 0]), np.full(n, -1), np.where(pairs, out[:, 0], -1), np.where(pairs, out[:, 1], -1)]
+        step_frees = [np.where(pairs, -1, frees_single), np.full(n, -1), np.where(pairs, stage2, -1), np.full(n, -1)]
+    present = [np.ones(n, dtype=bool)] + [pairs] * 3
+    sub = np.concatenate([np.full(int(p.sum()), k) for k, p in enumerate(present)])
+    take = lambda arrays: np.concatenate([a[p] for a, p in zip(arrays, present)])  # noqa: E731
+    op_of = take([np.arange(n)] * 4)
+    worker, start, end = ops.worker[op_of], ops.start[op_of], ops.end[op_of]
+    row, step_read, step_send, step_free = take(rows), take(step_reads), take(step_sends), take(step_frees)
+    order = np.lexsort((worker, sub, start))  # by (start slot, sub-wave), then worker
+    worker, start, sub, end = worker[order], start[order], sub[order], end[order]
+    row, step_read, step_send, step_free = row[order], step_read[order], step_send[order], step_free[order]
+    key = start * 4 + sub
+    wave = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])])
 
     # Links: numbered in the order the senders first use them, then the synchronisation rings'.
-    pair = ops.worker[senders] * p + destination[senders]
+    senders = np.flatnonzero(step_send >= 0)
+    pair_code = worker[senders] * p + destination[step_send[senders]]
     first_use = np.full(p * p, len(senders), dtype=np.int64)
-    np.minimum.at(first_use, pair, np.arange(len(senders)))
+    np.minimum.at(first_use, pair_code, np.arange(len(senders)))
     used = np.flatnonzero(first_use < len(senders))
     used = used[np.argsort(first_use[used])]  # (src, dst) codes in link order
     link_of_pair = np.full(p * p, -1, dtype=np.int64)
     link_of_pair[used] = np.arange(len(used))
-    links: dict[tuple[int, int], int] = {(c // p, c % p): i for i, c in enumerate(used.tolist())}
-    sender_link = link_of_pair[pair]
+    links = {(c // p, c % p): i for i, c in enumerate(used.tolist())}
 
     # Registers: first-fit interval colouring, senders in wave order.
-    dies = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(dies, producer, wave[consumer])
-    register, n_regs = _allocate_registers(wave[senders], dies[senders])
-    register_of = np.full(n + 1, -1, dtype=np.int64)  # register_of[-1] = -1: no remote input
-    register_of[senders] = register
-    link = np.full(n, -1, dtype=np.int64)
-    link[senders] = sender_link
-    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W)  # ppsweep.tables.ops.frees_activation
-    steps = StepArrays(
-        wave=wave,
-        worker=ops.worker,
-        row=_ROW_OF_KIND[ops.kind] * n_stages + ops.stage,
-        end=ops.end,
-        reads=register_of[remote_input],
-        sends=register_of[:n],
-        link=link,
-        frees=np.where(frees, ops.stage, -1),
-    )
-    return assemble_program(table, steps, n_regs, links, n_ops=n)
+    readers_steps = np.flatnonzero(step_read >= 0)
+    dies = np.full(2 * n, -1, dtype=np.int64)
+    np.maximum.at(dies, step_read[readers_steps], wave[readers_steps])
+    register, n_regs = _allocate_registers(wave[senders], dies[step_send[senders]])
+    register_of = np.full(2 * n + 1, -1, dtype=np.int64)  # register_of[-1] = -1: no message
+    register_of[step_send[senders]] = register
+    link = np.full(len(worker), -1, dtype=np.int64)
+    link[senders] = link_of_pair[pair_code]
+    steps = StepArrays(wave=wave, worker=worker, row=row, end=end, reads=register_of[step_read],
+                       sends=register_of[step_send], link=link, frees=step_free)
+    return steps, n_regs, links
+
+
+def _later(destination: np.ndarray, reader_start: np.ndarray) -> np.ndarray:
+    """Whether a pair's second output goes before its first: by destination worker, then its first reader's start."""
+    d0, d1 = destination[:, 0], destination[:, 1]
+    return (d1 < d0) | ((d1 == d0) & (reader_start[:, 1] < reader_start[:, 0]))
 
 
 def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray, int]:

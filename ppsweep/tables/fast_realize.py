@@ -154,13 +154,21 @@ def input_positions(
       (:func:`ppsweep.tables.ops.dependencies`' order). None where an operation is listed twice
       or an input is not among the operations.
     """
-    n = len(kind)
+    halves = input_halves(kind, micro, stage, m, n_stages, split_backward, micro2, stage2)
+    return None if halves is None else np.where(halves >= 0, halves // 2, -1)
+
+
+def input_halves(
+    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: SplitBackward,
+    micro2: np.ndarray | None = None, stage2: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """:func:`input_positions` naming the half that produces each input: ``2·i`` the operation ``i``
+    itself (a pair: its forward half), ``2·i + 1`` the backward half of the pair ``i``; -1: no input."""
     halves = half_arrays(kind, micro, stage, micro2, stage2)
-    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> index; the last entry: no input
-    owners = np.arange(n)
+    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> half; the last entry: no input
     n_halves = 0
-    for k, j, s, present in halves:
-        position[op_index(k[present], j[present], s[present], m, n_stages)] = owners[present]
+    for h, (k, j, s, present) in enumerate(halves):
+        position[op_index(k[present], j[present], s[present], m, n_stages)] = 2 * np.flatnonzero(present) + h
         n_halves += int(np.count_nonzero(present))
     if np.count_nonzero(position >= 0) != n_halves:
         return None
