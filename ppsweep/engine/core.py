@@ -419,41 +419,45 @@ def _native_scan(devices: list) -> bool:
 def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
-    tiles of points on every core (threads; the loop holds no interpreter lock)."""
-    from ppsweep.engine.native_scan import native_steps, run_tile
+    ranges of points on every core (threads; the loop holds no interpreter lock), each carried
+    through the table a tile of :func:`_native_tile` points (at most ``chunk``) at a time."""
+    from ppsweep.engine.native_scan import native_steps, run_points
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: native_steps(program, compiled.routing(mode)))
     program = compiled.program
     n = point.alpha.shape[0]
-    state_rows = 2 * (2 * program.p + program.n_regs + steps.n_res + program.n_sync * program.p) + point.dur.shape[0]
-    tile = min(chunk, _power_of_two(n, 64), _native_tile(state_rows))
-    inputs = [np.ascontiguousarray(a, dtype=dtype) for a in point]  # dur, alpha, wire, sync_dur, t_opt
-    t_sim, path = np.empty(n), np.empty(n)
-    finish = np.empty((program.p, n))
-    tol = TIE_TOLERANCE[dtype]
-
-    def one(lo: int) -> None:
-        hi = min(lo + tile, n)
-        dur, alpha, wire, sync_dur, t_opt = (np.ascontiguousarray(a[..., lo:hi]) for a in inputs)
-        t, f, pc = run_tile(steps, dur, alpha, wire, sync_dur, t_opt, tol, program.p)
-        t_sim[lo:hi], finish[:, lo:hi], path[lo:hi] = t, f, pc
-
-    starts = range(0, n, tile)
+    state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
+    tile = max(1, min(chunk, n, _native_tile(state_rows + point.dur.shape[0] + 2, np.dtype(dtype).itemsize)))
+    # (n, rows) by point: Costs.durations lays its (rows, n) out column-major, so this is no copy in float64
+    dur_t = np.ascontiguousarray(point.dur.T, dtype=dtype)
+    alpha, wire, t_opt = (np.ascontiguousarray(a, dtype=dtype) for a in (point.alpha, point.wire, point.t_opt))
+    sync_dur = np.ascontiguousarray(point.sync_dur.reshape(-1, n), dtype=dtype)
+    out = (np.empty(n), np.empty((program.p, n)), np.empty(n))
     workers = _scan_workers()
-    if workers > 1 and len(starts) > 1:
+    # a few ranges of whole tiles per thread, so that threads that run slower still end together
+    per_range = tile * max(1, -(-n // (tile * 4 * workers)))
+    ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
+    run = lambda r: run_points(steps, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r)  # noqa: E731
+    if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(one, starts))
+            list(pool.map(run, ranges))
     else:
-        for lo in starts:
-            one(lo)
-    return t_sim, finish, path
+        for r in ranges:
+            run(r)
+    return out
 
 
-def _native_tile(state_rows: int) -> int:
-    """Most points of a compiled-loop tile whose rows (state and durations) fit :data:`TILE_BYTES`:
-    a power of two, at least 64."""
-    tile = 64
-    while 2 * tile * state_rows * 8 <= TILE_BYTES:
+#: Most bytes of a compiled-loop tile (:func:`_native_tile`): its state (time and path of every
+#: worker, register, resource and synchronisation), durations and message times stay in the
+#: core's nearest caches.
+NATIVE_TILE_BYTES = 1 << 18
+
+
+def _native_tile(rows: int, itemsize: int) -> int:
+    """Most points of a compiled-loop tile whose ``rows`` rows of floats fit :data:`NATIVE_TILE_BYTES`:
+    a power of two, at least 16."""
+    tile = 16
+    while 2 * tile * rows * itemsize <= NATIVE_TILE_BYTES:  # twice the tile still fits
         tile *= 2
     return tile
 

@@ -96,8 +96,8 @@ class Costs:
     def at(self, where: tuple[np.ndarray, ...], n_stages: int) -> "Costs":
         """The costs at the points ``where`` (an index into :attr:`batch`, ``(1,)`` for a single point), flat: ``(n, S)`` and ``(n,)``."""
         batch = self.batch or (1,)
-        stage = {k: np.broadcast_to(getattr(self, k), batch + (n_stages,))[where] for k in STAGE_FIELDS}
-        point = {k: np.broadcast_to(getattr(self, k), batch)[where] for k in POINT_FIELDS}
+        stage = {k: _take(getattr(self, k), batch, where, (n_stages,)) for k in STAGE_FIELDS}
+        point = {k: _take(getattr(self, k), batch, where, ()) for k in POINT_FIELDS}
         return Costs(**stage, **point)
 
     def durations(self) -> np.ndarray:
@@ -118,6 +118,22 @@ class Costs:
     def stages(self) -> dict[str, Any]:
         """The per-stage fields by name, and ``t_pf`` (:meth:`pair_forward`)."""
         return {**{k: getattr(self, k) for k in STAGE_FIELDS}, "t_pf": self.pair_forward()}
+
+
+def _take(value: Any, batch: tuple[int, ...], where: tuple[np.ndarray, ...], trailing: tuple[int, ...]) -> np.ndarray:
+    """The values of ``np.broadcast_to(value, batch + trailing)[where]`` without indexing the broadcast
+    grid: the points' positions along the axes ``value`` varies on index its own values (most costs
+    vary along a few axes of a sweep's grid, or none). A read-only view where a value repeats (a
+    cost that varies along none of the axes, or is the same for every stage): nothing copies it."""
+    value = np.asarray(value)
+    shape = (1,) * (len(batch) + len(trailing) - value.ndim) + value.shape
+    varying = [d for d in range(len(batch)) if shape[d] > 1]
+    rows = value.reshape(-1, *shape[len(batch):])  # one row per combination of the varying axes
+    if varying:
+        rows = rows[np.ravel_multi_index(tuple(where[d] for d in varying), tuple(shape[d] for d in varying))]
+    else:
+        rows = np.broadcast_to(rows, (np.shape(where[0])[0],) + rows.shape[1:])
+    return np.broadcast_to(rows, rows.shape[:1] + trailing)
 
 
 def _stage_array(name: str, value: Any, n_stages: int) -> np.ndarray:

@@ -15,10 +15,15 @@ bit (tests/test_native_scan.py compares them on every schedule and mode):
 - a join of several times takes their maximum; the path is that of the first candidate, in
   priority order, within the tie band ``top - tol·|top|``, which XLA computes as one fused
   multiply-add (:func:`tie_floor`, the only product of the noise-free scan);
-- within a wave every lane reads the registers as the wave found them; messages that share a
-  resource take it in round order (:func:`ppsweep.engine.comm.route`), each resource changing at
-  once; then the gradient synchronisations, the optimizer updates and the step's end
-  (``_scan_end`` of :mod:`ppsweep.engine.core`).
+- within a wave every lane reads the registers as the wave found them (a worker has at most one
+  lane per wave, so its own time is updated in place); messages that share a resource take it in
+  round order (:func:`ppsweep.engine.comm.route`), each resource changing at once; then the
+  gradient synchronisations, the optimizer updates and the step's end (``_scan_end`` of
+  :mod:`ppsweep.engine.core`).
+
+Speed: a tile's state is one array ``(rows, 2, tile)`` in the core's nearest caches, and every
+loop over its points is branch-free over one object, so LLVM vectorizes it (p=8, m=32, one
+thread: about 3x the loop over separate time and path arrays with a scratch row per lane).
 
 The JAX scan stays the engine on accelerators, with several devices, and with noise.
 """
@@ -41,206 +46,199 @@ def tie_floor(top, tol):
     return top - tol * abs(top)
 
 
-@numba.njit(cache=True, nogil=True)
-def _start_end(free_t, free_p, reg_t, reg_p, d, end_t, end_p, tol):
-    """An operation with an input from another worker: it starts at the later of its worker being
-    free and the input's arrival (the worker's path within the tie band), ends ``d`` later."""
-    for i in range(free_t.shape[0]):
-        top = max(free_t[i], reg_t[i])
-        path = free_p[i] if free_t[i] >= tie_floor(top, tol) else reg_p[i]
-        end_t[i] = top + d[i]
-        end_p[i] = path + d[i]
+# State: one array ``st (rows, 2, tile)``; plane ``T`` holds a time, plane ``P`` the compute time of
+# the path that set it. Every helper indexes that one array by row (never a view per row), and
+# loads each operand before choosing between them, so that LLVM sees one object and no branch and
+# vectorizes the loop over the tile's points.
+T, P = 0, 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _plus(src_t, src_p, d, dst_t, dst_p):
-    """``dst = src + d`` for a time and its path's compute time (a duration of compute)."""
-    for i in range(src_t.shape[0]):
-        dst_t[i] = src_t[i] + d[i]
-        dst_p[i] = src_p[i] + d[i]
+def _compute(st, w, r, dur, d, b, tol):
+    """An operation on worker ``w``: it starts at the later of its worker being free and its input
+    in register row ``r`` (-1: none; the worker's path within the tie band), ends its duration
+    ``dur[d]`` later; worker ``w`` then holds its end (in place)."""
+    if r < 0:
+        for i in range(b):
+            st[w, T, i] = st[w, T, i] + dur[d, i]
+            st[w, P, i] = st[w, P, i] + dur[d, i]
+        return
+    for i in range(b):
+        ft, rt, fp, rp, dd = st[w, T, i], st[r, T, i], st[w, P, i], st[r, P, i], dur[d, i]
+        top = max(ft, rt)
+        path = fp if ft >= tie_floor(top, tol) else rp
+        st[w, T, i] = top + dd
+        st[w, P, i] = path + dd
 
 
 @numba.njit(cache=True, nogil=True)
-def _copy(src_t, src_p, dst_t, dst_p):
-    """``dst = src`` for a time and its path's compute time."""
-    for i in range(src_t.shape[0]):
-        dst_t[i] = src_t[i]
-        dst_p[i] = src_p[i]
+def _arrive(st, w, o, msg, b):
+    """A message sent at the end held by ``w`` arrives its message time later in register row ``o``
+    (communication: the path's compute time is unchanged)."""
+    for i in range(b):
+        st[o, T, i] = st[w, T, i] + msg[i]
+        st[o, P, i] = st[w, P, i]
 
 
 @numba.njit(cache=True, nogil=True)
-def _arrive(go_t, go_p, msg, arr_t, arr_p):
-    """A message that starts at ``go`` arrives its message time later (communication: the path's
-    compute time is unchanged)."""
-    for i in range(go_t.shape[0]):
-        arr_t[i] = go_t[i] + msg[i]
-        arr_p[i] = go_p[i]
+def _send_held_one(st, w, h, o, wire, msg, b, tol):
+    """A message holding one resource (row ``h``): it starts at the later of its data (first) and
+    the resource being free, holds the resource for its wire time, arrives its message time after
+    its start."""
+    for i in range(b):
+        et, ht, ep, hp = st[w, T, i], st[h, T, i], st[w, P, i], st[h, P, i]
+        top = max(et, ht)
+        path = ep if et >= tie_floor(top, tol) else hp
+        st[h, T, i] = top + wire[i]
+        st[h, P, i] = path
+        st[o, T, i] = top + msg[i]
+        st[o, P, i] = path
 
 
 @numba.njit(cache=True, nogil=True)
-def _send_held_one(end_t, end_p, h_t, h_p, wire, msg, arr_t, arr_p, tol):
-    """A message holding one resource: it starts at the later of its data (first) and the resource
-    being free, holds the resource for its wire time, arrives its message time after its start."""
-    for i in range(end_t.shape[0]):
-        top = max(end_t[i], h_t[i])
-        path = end_p[i] if end_t[i] >= tie_floor(top, tol) else h_p[i]
-        h_t[i] = top + wire[i]
-        h_p[i] = path
-        arr_t[i] = top + msg[i]
-        arr_p[i] = path
-
-
-@numba.njit(cache=True, nogil=True)
-def _send_held_two(end_t, end_p, e_t, e_p, g_t, g_p, wire, msg, arr_t, arr_p, tol):
-    """:func:`_send_held_one` with two resources (a sender's egress, then a receiver's ingress port)."""
-    for i in range(end_t.shape[0]):
-        top = max(max(end_t[i], e_t[i]), g_t[i])
+def _send_held_two(st, w, e, g, o, wire, msg, b, tol):
+    """:func:`_send_held_one` with two resources (a sender's egress ``e``, then a receiver's ingress ``g``)."""
+    for i in range(b):
+        et, xt, gt, ep, xp, gp = st[w, T, i], st[e, T, i], st[g, T, i], st[w, P, i], st[e, P, i], st[g, P, i]
+        top = max(max(et, xt), gt)
         floor = tie_floor(top, tol)
-        if end_t[i] >= floor:
-            path = end_p[i]
-        elif e_t[i] >= floor:
-            path = e_p[i]
-        else:
-            path = g_p[i]
-        e_t[i] = g_t[i] = top + wire[i]
-        e_p[i] = g_p[i] = path
-        arr_t[i] = top + msg[i]
-        arr_p[i] = path
+        path = ep if et >= floor else (xp if xt >= floor else gp)
+        st[e, T, i] = top + wire[i]
+        st[g, T, i] = top + wire[i]
+        st[e, P, i] = path
+        st[g, P, i] = path
+        st[o, T, i] = top + msg[i]
+        st[o, P, i] = path
 
 
 @numba.njit(cache=True, nogil=True)
-def _join_rows(times, paths, rows, n_rows, i, tol):
-    """Join of ``times[rows[:n_rows], i]`` (in that priority order): ``(top, path)``."""
-    top = times[rows[0], i]
+def _copy_row(st, src, dst, b):
+    """Row ``dst`` takes row ``src``'s time and path."""
+    for i in range(b):
+        st[dst, T, i] = st[src, T, i]
+        st[dst, P, i] = st[src, P, i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _join_rows(st, rows, n_rows, i, tol):
+    """Join of rows ``rows[:n_rows]`` of ``st`` at point ``i`` (in that priority order): ``(top, path)``."""
+    top = st[rows[0], T, i]
     for r in range(1, n_rows):
-        top = max(top, times[rows[r], i])
+        top = max(top, st[rows[r], T, i])
     if n_rows == 1:
-        return top, paths[rows[0], i]
+        return top, st[rows[0], P, i]
     floor = tie_floor(top, tol)
     for r in range(n_rows - 1):
-        if times[rows[r], i] >= floor:
-            return top, paths[rows[r], i]
-    return top, paths[rows[n_rows - 1], i]
+        if st[rows[r], T, i] >= floor:
+            return top, st[rows[r], P, i]
+    return top, st[rows[n_rows - 1], P, i]
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan_tile(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, blocks_sender,
-               sync_order, sync_holders, sync_held, dur, alpha, wire, sync_dur, t_opt, tol, t_out, fin_out, pc_out):
-    """One tile of points through every step of the table, then its step's end (module docstring).
+def _scan_points(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, blocks_sender, sync_order, sync_holders,
+                 sync_held, dur_t, alpha, wire, sync_dur, t_opt, tol, lo, hi, tile, t_out, fin_out, pc_out):
+    """Points ``lo … hi-1`` through every step of the table, then its step's end, ``tile`` points at a time.
 
     Steps are in wave order, within a wave by round then worker; ``dep``, ``out``, ``slot``, ``held``
     are -1 where a step reads no register, sends no message, frees no synchronised stage, holds no
-    resource. Writes ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)``: the step time, each
-    worker's finish and the critical path's compute time.
+    resource. ``dur_t (n, 5S + 1)`` holds each point's durations by row; per-point inputs and the
+    outputs ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)`` (the step time, each worker's
+    finish and the critical path's compute time) are indexed by the point.
     """
-    p, n = fin_out.shape
+    p = fin_out.shape[0]
     n_sync = sync_order.shape[0]
-    k_held = held.shape[1]
-    dtype = dur.dtype
-    # State: times and, beside each, its path's compute time. Rows of the joined-time scratch:
-    # workers, registers, resources, synchronisation readiness (the layout the end phase joins over).
-    n_rows = p + n_regs + n_res + n_sync * p
-    times = np.zeros((n_rows, n), dtype)
-    paths = np.zeros((n_rows, n), dtype)
+    n_rows_dur = dur_t.shape[1]
+    dtype = dur_t.dtype
+    # Rows of the state: workers, registers, resources, synchronisation readiness (the layout the
+    # end phase joins over), then the synchronisations' ends.
     reg, res, ready = p, p + n_regs, p + n_regs + n_res
-    end_t = np.empty((p, n), dtype)  # this wave's operation ends, one row per lane
-    end_p = np.empty((p, n), dtype)
-    msg = np.empty(n, dtype)
-    for i in range(n):
-        msg[i] = alpha[i] + wire[i]
-    for t in range(wave_start.shape[0] - 1):
-        first = wave_start[t]
-        # Every lane of the wave: start and end (registers as the wave found them).
-        for s in range(first, wave_start[t + 1]):
-            w, lane = worker[s], s - first
-            if dep[s] >= 0:
-                r = reg + dep[s]
-                _start_end(times[w], paths[w], times[r], paths[r], dur[row[s]], end_t[lane], end_p[lane], tol)
-            else:  # the zero register: the worker's own time
-                _plus(times[w], paths[w], dur[row[s]], end_t[lane], end_p[lane])
-        # Then in round order: messages (resources change at once), registers, workers, readiness.
-        for s in range(first, wave_start[t + 1]):
-            w, lane = worker[s], s - first
-            if out[s] >= 0:
-                o = reg + out[s]
-                if k_held == 0:
-                    _arrive(end_t[lane], end_p[lane], msg, times[o], paths[o])
-                elif k_held == 1:
-                    h = res + held[s, 0]
-                    _send_held_one(end_t[lane], end_p[lane], times[h], paths[h], wire, msg, times[o], paths[o], tol)
-                else:
-                    e, g = res + held[s, 0], res + held[s, 1]
-                    _send_held_two(end_t[lane], end_p[lane], times[e], paths[e], times[g], paths[g], wire, msg,
-                                   times[o], paths[o], tol)
-            if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
-                _copy(times[reg + out[s]], paths[reg + out[s]], times[w], paths[w])
-            else:
-                _copy(end_t[lane], end_p[lane], times[w], paths[w])
-            if slot[s] >= 0:
-                _copy(end_t[lane], end_p[lane], times[ready + slot[s]], paths[ready + slot[s]])
-    # The step's end: synchronisations in the order they take their resources, each worker's
-    # optimizer update, then the latest of the workers and the synchronisations.
-    sync_t = np.zeros((max(n_sync, 1), n), dtype)
-    sync_p = np.zeros((max(n_sync, 1), n), dtype)
-    rows = np.empty(sync_holders.shape[1] + sync_held.shape[1], dtype=np.int64)
-    for q in sync_order:
-        k = 0
-        for h in sync_holders[q]:
-            if h >= 0:
-                rows[k] = ready + q * p + h
-                k += 1
-        for h in sync_held[q]:
-            if h >= 0:
-                rows[k] = res + h
-                k += 1
-        for i in range(n):
-            top, path = _join_rows(times, paths, rows, k, i, tol)
-            sync_t[q, i] = top + sync_dur[q, i]
-            sync_p[q, i] = path
-        for h in sync_held[q]:
-            if h >= 0:
-                for i in range(n):
-                    times[res + h, i] = sync_t[q, i]
-                    paths[res + h, i] = sync_p[q, i]
-    for w in range(p):
-        for i in range(n):
-            fin_out[w, i] = times[w, i]
-    # Each worker's end (with its optimizer update) and each synchronisation's end, joined.
-    ends_t = np.empty((p + n_sync, n), dtype)
-    ends_p = np.empty((p + n_sync, n), dtype)
+    ends = ready + n_sync * p
+    st = np.empty((ends + p + n_sync, 2, tile), dtype)
+    dur = np.empty((n_rows_dur, tile), dtype)
+    wire_b = np.empty(tile, dtype)
+    msg = np.empty(tile, dtype)
+    rows = np.empty(max(sync_holders.shape[1] + sync_held.shape[1], p + n_sync), dtype=np.int64)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
-    for w in range(p):
-        k = 0
-        for q in range(n_sync):
+    for start in range(lo, hi, tile):
+        b = min(tile, hi - start)
+        for r in range(n_rows_dur):
+            for i in range(b):
+                dur[r, i] = dur_t[start + i, r]
+        for i in range(b):
+            wire_b[i] = wire[start + i]
+            msg[i] = alpha[start + i] + wire[start + i]
+        st[:ends, :, :b] = 0.0
+        for t in range(wave_start.shape[0] - 1):
+            first, last = wave_start[t], wave_start[t + 1]
+            # Every lane of the wave computes (registers as the wave found them; a worker has one lane).
+            for s in range(first, last):
+                _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, dur, row[s], b, tol)
+            # Then in round order: messages (resources change at once), readiness, blocked senders.
+            for s in range(first, last):
+                w = worker[s]
+                if out[s] >= 0:
+                    o = reg + out[s]
+                    if held.shape[1] == 0:
+                        _arrive(st, w, o, msg, b)
+                    elif held.shape[1] == 1:
+                        _send_held_one(st, w, res + held[s, 0], o, wire_b, msg, b, tol)
+                    else:
+                        _send_held_two(st, w, res + held[s, 0], res + held[s, 1], o, wire_b, msg, b, tol)
+                if slot[s] >= 0:
+                    _copy_row(st, w, ready + slot[s], b)
+                if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
+                    _copy_row(st, reg + out[s], w, b)
+        # The step's end: synchronisations in the order they take their resources, each worker's
+        # optimizer update, then the latest of the workers and the synchronisations.
+        for q in sync_order:
+            k = 0
             for h in sync_holders[q]:
-                if h == w:
-                    mine[k] = q
+                if h >= 0:
+                    rows[k] = ready + q * p + h
                     k += 1
-        for i in range(n):
-            top, path = times[w, i], paths[w, i]
-            if k:  # the later of the worker's last operation and its synchronisations (that priority)
-                for r in range(k):
-                    top = max(top, sync_t[mine[r], i])
-                floor = tie_floor(top, tol)
-                if not times[w, i] >= floor:
-                    path = sync_p[mine[k - 1], i]
-                    for r in range(k - 1):
-                        if sync_t[mine[r], i] >= floor:
-                            path = sync_p[mine[r], i]
-                            break
-            if t_opt[i] > 0:
-                ends_t[w, i] = top + t_opt[i]
-                ends_p[w, i] = path + t_opt[i]
-            else:
-                ends_t[w, i] = times[w, i]
-                ends_p[w, i] = paths[w, i]
-    for q in range(n_sync):
-        for i in range(n):
-            ends_t[p + q, i] = sync_t[q, i]
-            ends_p[p + q, i] = sync_p[q, i]
-    every = np.arange(p + n_sync)
-    for i in range(n):
-        t_out[i], pc_out[i] = _join_rows(ends_t, ends_p, every, p + n_sync, i, tol)
+            for h in sync_held[q]:
+                if h >= 0:
+                    rows[k] = res + h
+                    k += 1
+            for i in range(b):
+                top, path = _join_rows(st, rows, k, i, tol)
+                st[ends + p + q, T, i] = top + sync_dur[q, start + i]
+                st[ends + p + q, P, i] = path
+            for h in sync_held[q]:
+                if h >= 0:
+                    _copy_row(st, ends + p + q, res + h, b)
+        for w in range(p):
+            for i in range(b):
+                fin_out[w, start + i] = st[w, T, i]
+        for w in range(p):  # each worker's end: the later of its last operation and its synchronisations (that priority)
+            k = 0
+            for q in range(n_sync):
+                for h in sync_holders[q]:
+                    if h == w:
+                        mine[k] = ends + p + q
+                        k += 1
+            for i in range(b):
+                top, path = st[w, T, i], st[w, P, i]
+                if k:
+                    for r in range(k):
+                        top = max(top, st[mine[r], T, i])
+                    floor = tie_floor(top, tol)
+                    if not st[w, T, i] >= floor:
+                        path = st[mine[k - 1], P, i]
+                        for r in range(k - 1):
+                            if st[mine[r], T, i] >= floor:
+                                path = st[mine[r], P, i]
+                                break
+                if t_opt[start + i] > 0:
+                    st[ends + w, T, i] = top + t_opt[start + i]
+                    st[ends + w, P, i] = path + t_opt[start + i]
+                else:
+                    st[ends + w, T, i] = st[w, T, i]
+                    st[ends + w, P, i] = st[w, P, i]
+        for r in range(p + n_sync):
+            rows[r] = ends + r
+        for i in range(b):
+            t_out[start + i], pc_out[start + i] = _join_rows(st, rows, p + n_sync, i, tol)
 
 
 class NativeSteps(NamedTuple):
@@ -307,24 +305,20 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     )
 
 
-def run_tile(steps: NativeSteps, dur: np.ndarray, alpha: np.ndarray, wire: np.ndarray, sync_dur: np.ndarray,
-             t_opt: np.ndarray, tol: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The scan over one tile of points, in the inputs' float dtype (float64 or float32).
+def run_points(steps: NativeSteps, dur_t: np.ndarray, alpha: np.ndarray, wire: np.ndarray, sync_dur: np.ndarray,
+               t_opt: np.ndarray, tol: float, tile: int, out: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int, hi: int) -> None:
+    """The scan over points ``lo … hi-1``, ``tile`` points at a time, in the inputs' float dtype
+    (float64 or float32, every input the same).
 
     Args:
       steps: the table's steps (:func:`native_steps`).
-      dur: ``(5S + 1, n)`` durations; alpha, wire: ``(n,)``; sync_dur: ``(n_sync, n)``; t_opt: ``(n,)``.
+      dur_t: ``(n, 5S + 1)`` durations by point; alpha, wire, t_opt: ``(n,)``; sync_dur: ``(n_sync, n)``.
       tol: the tie tolerance of a join (:data:`ppsweep.engine.core.TIE_TOLERANCE`).
-      p: workers.
-
-    Returns:
-      ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``.
+      tile: most points whose state is carried at once (any size gives the same results).
+      out: ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64:
+        written at ``lo … hi-1`` (threads may fill disjoint ranges of the same arrays).
     """
-    dtype = dur.dtype
-    n = dur.shape[1]
-    t_out, pc_out = np.empty(n, dtype), np.empty(n, dtype)
-    fin_out = np.empty((p, n), dtype)
-    _scan_tile(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot, steps.n_regs,
-               steps.n_res, steps.blocks_sender, steps.sync_order, steps.sync_holders, steps.sync_held, dur, alpha,
-               wire, sync_dur.reshape(-1, n), t_opt, dtype.type(tol), t_out, fin_out, pc_out)
-    return t_out, fin_out, pc_out
+    t_out, fin_out, pc_out = out
+    _scan_points(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot, steps.n_regs,
+                 steps.n_res, steps.blocks_sender, steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha,
+                 wire, sync_dur, t_opt, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out)
