@@ -11,6 +11,7 @@ to two workers) are compiled by the reference, which raises where it cannot comp
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ppsweep.tables.fast_realize import OpArrays, input_halves, table_ops, well_formed
@@ -185,16 +186,30 @@ def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray,
     register = np.empty(len(born), dtype=np.int64)
     if len(born) == 0:
         return register, 0
-    # Registers not used yet count as free since wave -1: the lowest free ones are then the
-    # reference's choice, reused or new. The array grows when a wave finds too few free.
-    free_after = np.full(64, -1, dtype=np.int64)
-    bounds = (np.flatnonzero(np.diff(born)) + 1).tolist()
-    for lo, hi, wave in zip([0] + bounds, bounds + [len(born)], born[[0] + bounds].tolist()):
-        free = (free_after <= wave).nonzero()[0]
-        while len(free) < hi - lo:
-            free_after = np.concatenate([free_after, np.full(len(free_after), -1, dtype=np.int64)])
-            free = (free_after <= wave).nonzero()[0]
-        chosen = free[: hi - lo]
-        free_after[chosen] = dies[lo:hi]
-        register[lo:hi] = chosen
+    _first_fit(np.ascontiguousarray(born, dtype=np.int64), np.ascontiguousarray(dies, dtype=np.int64), register)
     return register, int(register.max()) + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_fit(born: np.ndarray, dies: np.ndarray, register: np.ndarray) -> None:
+    """:func:`_allocate_registers`' loop: each wave's messages, in order, take the lowest registers
+    free at the wave's start (registers not used yet count as free since wave -1)."""
+    free_after = np.full(64, -1, dtype=np.int64)
+    lo = 0
+    while lo < born.shape[0]:
+        wave, hi = born[lo], lo
+        while hi < born.shape[0] and born[hi] == wave:
+            hi += 1
+        k, r = lo, 0
+        while k < hi:
+            if r == free_after.shape[0]:  # too few free: twice as many registers
+                grown = np.full(2 * r, -1, dtype=np.int64)
+                grown[:r] = free_after
+                free_after = grown
+            if free_after[r] <= wave:
+                register[k] = r
+                k += 1
+            r += 1
+        for k in range(lo, hi):
+            free_after[register[k]] = dies[k]
+        lo = hi
