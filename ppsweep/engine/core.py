@@ -169,7 +169,7 @@ def simulate(
     check_method(method)
     costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
                      fb_overlap=fb_overlap)
-    return simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
 
 
 def simulate_costs(
@@ -205,6 +205,14 @@ def simulate_costs(
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
     """
+    costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
+                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
+
+
+def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, method: str,
+                          finish: bool, cap: int, noise: NoiseConfig | None) -> SimResult:
+    """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages."""
     check_mode(mode)
     check_method(method)
     if not (isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1):
@@ -215,14 +223,13 @@ def simulate_costs(
         raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype!r}") from None
     if dtype not in TIE_TOLERANCE:
         raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype.name}")
-    costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
-                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
     factors = None
     if noise is not None and noise.enabled:
         if noise.is_zero:
-            plain = simulate_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap)
+            plain = _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap,
+                                          noise=None)
             rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
             return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
                              rep(plain.compute_time, -1), plain.method)
