@@ -1,6 +1,6 @@
 """Orders computed as arrays, and the two ways of placing an order as soon as possible.
 
-- 1F1B and Hanayo build their orders with numpy (``build_order``); their one-operation-at-a-time
+- 1F1B, Hanayo and Chimera (direct concatenation) build their orders with numpy (``build_order``); their one-operation-at-a-time
   descriptions (``worker_order``) are the readable references they must equal. GPipe's array order
   is checked against its definition written out here.
 - ``OrderArrays`` behaves as the tuples of operations it stands for.
@@ -26,7 +26,7 @@ from ppsweep.tables.fast_realize import (
     well_formed,
 )
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules import get_schedule, gpipe, hanayo, one_f_one_b
+from ppsweep.schedules import chimera, get_schedule, gpipe, hanayo, one_f_one_b
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder, one_replica_layout
 from ppsweep.tables.table import realize
 
@@ -50,6 +50,15 @@ def test_hanayo_array_order_equals_its_slot_by_slot_description(p, units, waves)
     m = units * p
     expected = tuple(hanayo.worker_order(p, m, waves, w) for w in range(p))
     assert hanayo.build_order(p, m, waves).orders == expected
+
+
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+@pytest.mark.parametrize("units", [1, 2, 3, 5])
+def test_chimera_array_order_equals_its_worker_by_worker_description(p, units):
+    m = units * p
+    expected = tuple(chimera.worker_order(p, m, w) for w in range(p))
+    order = chimera.build_order(p, m)
+    assert isinstance(order.orders, OrderArrays) and order.orders == expected
 
 
 def test_order_arrays_behave_as_the_tuples_they_hold():

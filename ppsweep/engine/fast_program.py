@@ -110,29 +110,14 @@ def _steps(ops: OpArrays, halves: np.ndarray, n_stages: int, p: int) -> tuple[St
         return None
 
     # The steps: one per operation, four per pair (sub-waves 0-3 of its start slot).
-    zero = 5 * n_stages
     single_row = _ROW_OF_KIND[ops.kind] * n_stages + ops.stage
     frees_single = np.where((ops.kind == Kind.B) | (ops.kind == Kind.W), ops.stage, -1)
-    rows = [single_row, np.full(n, -1), np.full(n, -1), np.full(n, -1)]
-    step_reads = [reads[0], np.full(n, -1), np.full(n, -1), np.full(n, -1)]
-    step_sends = [out[:, 0], np.full(n, -1), np.full(n, -1), np.full(n, -1)]
-    step_frees = [frees_single, np.full(n, -1), np.full(n, -1), np.full(n, -1)]
     if pairs.any():
-        stage2 = np.where(pairs, ops.stage2, 0)
-        rows = [np.where(pairs, zero, single_row), np.where(pairs, PAIR_F * n_stages + ops.stage, -1),
-                np.where(pairs, KIND_ROW[Kind.B] * n_stages + stage2, -1), np.where(pairs, zero, -1)]
-        step_reads = [reads[0], reads[1], np.full(n, -1), np.full(n, -1)]
-        step_sends = [np.where(pairs, -1, out[:, 0]), np.full(n, -1), np.where(pairs, out[:, 0], -1), np.where(pairs, out[:, 1], -1)]
-        step_frees = [np.where(pairs, -1, frees_single), np.full(n, -1), np.where(pairs, stage2, -1), np.full(n, -1)]
-    present = [np.ones(n, dtype=bool)] + [pairs] * 3
-    sub = np.concatenate([np.full(int(p.sum()), k) for k, p in enumerate(present)])
-    take = lambda arrays: np.concatenate([a[p] for a, p in zip(arrays, present)])  # noqa: E731
-    op_of = take([np.arange(n)] * 4)
-    worker, start, end = ops.worker[op_of], ops.start[op_of], ops.end[op_of]
-    row, step_read, step_send, step_free = take(rows), take(step_reads), take(step_sends), take(step_frees)
-    order = np.lexsort((worker, sub, start))  # by (start slot, sub-wave), then worker
-    worker, start, sub, end = worker[order], start[order], sub[order], end[order]
-    row, step_read, step_send, step_free = row[order], step_read[order], step_send[order], step_free[order]
+        worker, start, end, sub, row, step_read, step_send, step_free = _pair_steps(
+            ops, pairs, reads, out, single_row, frees_single, n_stages)
+    else:  # one step per operation, already in the engine's order: by start slot, then worker
+        worker, start, end, sub = ops.worker, ops.start, ops.end, np.zeros(n, dtype=np.int64)
+        row, step_read, step_send, step_free = single_row, reads[0], out[:, 0], frees_single
     key = start * 4 + sub
     wave = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])])
 
@@ -159,6 +144,31 @@ def _steps(ops: OpArrays, halves: np.ndarray, n_stages: int, p: int) -> tuple[St
     steps = StepArrays(wave=wave, worker=worker, row=row, end=end, reads=register_of[step_read],
                        sends=register_of[step_send], link=link, frees=step_free)
     return steps, n_regs, links
+
+
+def _pair_steps(ops: OpArrays, pairs: np.ndarray, reads: np.ndarray, out: np.ndarray, single_row: np.ndarray,
+                frees_single: np.ndarray, n_stages: int) -> tuple[np.ndarray, ...]:
+    """The steps of a table with pairs, in the engine's order (start slot, sub-wave, worker): each
+    array's value per step (worker, start, end, sub-wave, duration row, register read, message
+    sent, synchronised stage freed). A pair runs four steps (module :mod:`ppsweep.engine.program`):
+    its forward half's input, its backward half's input and the forward part, the backward part
+    and its first output, its second output; any other operation one."""
+    n = len(ops)
+    zero = 5 * n_stages
+    none = np.full(n, -1)
+    stage2 = np.where(pairs, ops.stage2, 0)
+    rows = [np.where(pairs, zero, single_row), np.where(pairs, PAIR_F * n_stages + ops.stage, -1),
+            np.where(pairs, KIND_ROW[Kind.B] * n_stages + stage2, -1), np.where(pairs, zero, -1)]
+    step_reads = [reads[0], reads[1], none, none]
+    step_sends = [np.where(pairs, -1, out[:, 0]), none, np.where(pairs, out[:, 0], -1), np.where(pairs, out[:, 1], -1)]
+    step_frees = [np.where(pairs, -1, frees_single), none, np.where(pairs, stage2, -1), none]
+    present = [np.ones(n, dtype=bool)] + [pairs] * 3
+    sub = np.concatenate([np.full(int(p.sum()), k) for k, p in enumerate(present)])
+    take = lambda arrays: np.concatenate([a[p] for a, p in zip(arrays, present)])  # noqa: E731
+    op_of = take([np.arange(n)] * 4)
+    worker, start, end = ops.worker[op_of], ops.start[op_of], ops.end[op_of]
+    order = np.lexsort((worker, sub, start))  # by (start slot, sub-wave), then worker
+    return tuple(a[order] for a in (worker, start, end, sub, take(rows), take(step_reads), take(step_sends), take(step_frees)))
 
 
 def _later(destination: np.ndarray, reader_start: np.ndarray) -> np.ndarray:

@@ -96,7 +96,7 @@ import re
 import numpy as np
 
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder
 
 DEFAULT_SPLIT = "1:1"
 DEFAULT_CONCAT = "direct"
@@ -191,6 +191,20 @@ def worker_order(p: int, m: int, w: int) -> tuple[Op, ...]:
     ]
     timed.sort(key=lambda item: item[0])
     return tuple(op for _, op in timed)
+
+
+def direct_orders(p: int, m: int) -> OrderArrays:
+    """:func:`worker_order` of every worker at once, as arrays: each worker's operations of every
+    unit, replica, microbatch and kind, sorted (stably) by their slot in the equal-slot diagram."""
+    unit, replica, i, forward = np.meshgrid(np.arange(m // p), [0, 1], np.arange(p // 2), [True, False], indexing="ij")
+    w = np.arange(p)[:, None]
+    stage = np.where(replica.reshape(1, -1) == 0, w, p - 1 - w)  # (p, operations per worker)
+    slot = 2 * p * unit.reshape(1, -1) + 2 * i.reshape(1, -1) + np.where(forward.reshape(1, -1), stage, 2 * p - 1 - stage)
+    order = np.argsort(slot, axis=1, kind="stable")
+    micro = np.broadcast_to((unit * p + replica * (p // 2) + i).reshape(1, -1), stage.shape)
+    kind = np.broadcast_to(np.where(forward, int(Kind.F), int(Kind.B)).reshape(1, -1), stage.shape)
+    take = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
+    return OrderArrays.from_grid(take(kind), take(micro), take(stage))
 
 
 def micro_replicas(p: int, m: int) -> np.ndarray:
@@ -308,7 +322,7 @@ def build_order(p: int, m: int, split: str = DEFAULT_SPLIT, concat: str = DEFAUL
     placement = np.array([list(range(p)), list(range(p - 1, -1, -1))], dtype=np.int64)
     if concat == "direct":
         n_micro, replicas = m, micro_replicas(p, m)
-        orders = tuple(worker_order(p, m, w) for w in range(p))
+        orders = direct_orders(p, m)
     else:
         n_micro = m if concat == "forward_doubling" else 2 * m
         replicas = micro_replicas(p, m) if concat == "forward_doubling" else half_microbatch_replicas(p, m)
