@@ -156,7 +156,8 @@ def test_a_too_large_verdict_is_cached(cache, monkeypatch):
     table = build_schedule("chimera", 4, 8)
     expected = run(fresh(table), "contention", cap=1)  # the envelope needs more than one vector: the scan runs
     assert expected.method == "scan"
-    assert len(list(cache.glob("*.npz"))) == 1
+    kinds = sorted(envelope_cache.disk_cache.read_npz(path)[0]["kind"] for path in cache.glob("*.npz"))
+    assert kinds == ["NativeSteps", "too_large"]  # the verdict, and the steps of the scan that ran instead
     no_build(monkeypatch)  # the verdict is read, not found again by building
     again = run(fresh(table), "contention", cap=1)
     assert again.method == "scan" and np.array_equal(again.t_sim, expected.t_sim)
@@ -194,3 +195,61 @@ def test_a_store_written_cold_and_warm_is_the_same(tmp_path, monkeypatch):
         for name in off.data_vars:
             x, y = off[name].values, other[name].values
             assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), (run_name, name)
+
+
+def _assert_fields_equal(a, b):
+    names = [f.name for f in dataclasses.fields(a)] if dataclasses.is_dataclass(a) else a._fields
+    for name in names:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+        else:
+            assert type(x) is type(y) and x == y, name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache, monkeypatch, mode):
+    """A table's program and the compiled scan's steps read back from the disk: equal field for
+    field, the scan's results the same to the bit, and nothing compiled on the warm run."""
+    import ppsweep.engine.compiled as compiled_mod
+    import ppsweep.engine.native_scan as native_scan
+    from ppsweep.engine.core import SCAN_ENV
+
+    monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
+    monkeypatch.setenv(SCAN_ENV, "native")
+    tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {})]]
+    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, method="scan")  # noqa: E731
+    steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
+    expected = []
+    for table in tables:
+        table = fresh(table)
+        expected.append((scan(table), compiled_for(table).program, steps(table)))
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, str(cache))
+    for table in tables:
+        scan(fresh(table))  # cold: compiled, then stored
+    assert len(list(cache.glob("*.npz"))) == 2 * len(tables)  # a program and the steps of this mode each
+
+    def refused(*args, **kwargs):
+        raise AssertionError("compiled, not read from the cache")
+
+    monkeypatch.setattr(compiled_mod, "compile_program", refused)
+    monkeypatch.setattr(native_scan, "native_steps", refused)
+    for table, (want, program, table_steps) in zip(tables, expected):
+        table = fresh(table)
+        got = scan(table)
+        _assert_fields_equal(compiled_for(table).program, program)
+        _assert_fields_equal(steps(table), table_steps)
+        for field in ("t_sim", "comm_time", "compute_time", "worker_finish"):
+            a, b = getattr(want, field), getattr(got, field)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (table.name, field)
+
+
+def test_a_damaged_program_file_is_rebuilt(cache, monkeypatch):
+    monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
+    table = build_schedule("1f1b", 4, 8)
+    expected = compiled_for(fresh(table)).program
+    (path,) = cache.glob("*.npz")
+    path.write_bytes(path.read_bytes()[:100])
+    _assert_fields_equal(compiled_for(fresh(table)).program, expected)
+    assert envelope_cache.disk_cache.read_npz(path) is not None  # rewritten whole

@@ -2,8 +2,8 @@
 
 :func:`compiled_for` gives the :class:`CompiledTable` of a table: its :class:`~ppsweep.engine.program.Program`
 (compiled once), and, built on first use and kept with it, the scan's padded lanes of each
-communication mode and the envelopes of each (mode, feature directions, cap), these also kept on
-disk across runs (:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a
+communication mode and the envelopes of each (mode, feature directions, cap); the program and
+the envelopes are also kept on disk across runs (:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a
 table's compiled form goes when the table does.
 """
 
@@ -115,7 +115,8 @@ class CompiledTable:
     """One table's program, scan lanes per mode and envelopes, built once each (thread-safe)."""
 
     def __init__(self, table: ScheduleTable):
-        self.program: Program = compile_program(table)
+        from ppsweep.engine.envelope_cache import cached_program
+
         self._table = weakref.ref(table)
         self._lock = threading.Lock()
         self._routes: dict[str, Routing] = {}
@@ -123,6 +124,7 @@ class CompiledTable:
         self._envelopes: dict[tuple, Any] = {}
         self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
+        self.program: Program = cached_program(self.digest, table.kind.size, lambda: compile_program(table))
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""

@@ -428,9 +428,11 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
     ranges of points on every core (threads; the loop holds no interpreter lock), each carried
     through the table a tile of :func:`_native_tile` points (at most ``chunk``) at a time."""
+    from ppsweep.engine.envelope_cache import cached_native_steps
     from ppsweep.engine.native_scan import native_steps, run_points
 
-    steps = compiled.derived(f"native_steps:{mode}", lambda program, _: native_steps(program, compiled.routing(mode)))
+    steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
+        compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
     program = compiled.program
     n = point.alpha.shape[0]
     state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)

@@ -1,4 +1,4 @@
-"""Built envelopes cached on disk, shared by runs, shards and processes.
+"""Built envelopes, programs and the compiled scan's steps cached on disk, shared by runs, shards and processes.
 
 An envelope (:func:`ppsweep.engine.envelope.build_envelope`) is a function of the table, the
 communication mode, the feature directions (weights and which features are communication), the
@@ -7,14 +7,17 @@ each built envelope -- or the verdict that the table needs more vectors than the
 engine's fallback to the scan is decided without building again -- in one file named by a hash
 of all of that: the table's content (every field, arrays by their bytes, not its name alone),
 the mode, the weights' and flags' bytes, the cap and the source of every module that takes part
-(:func:`code_version`). A change to any of them reads no old file.
+(:func:`code_version`). A change to any of them reads no old file. A table's compiled
+:class:`~ppsweep.engine.program.Program` (:func:`cached_program`) and the compiled scan's steps in
+each mode (:func:`cached_native_steps`) are kept the same way, keyed by the table's content (and
+the mode) and the code: a sweep run again, or another shard, reads them instead of compiling.
 
 Where: ``$PPSWEEP_ENVELOPE_CACHE`` if set, else ``~/.cache/ppsweep/envelopes``;
 ``PPSWEEP_ENVELOPE_CACHE=off`` turns it off. Writes are atomic and damaged files are rebuilt
 (:mod:`ppsweep.disk_cache`, shared with the table cache); a file whose arrays do not fit the
-request (shapes, flags) is rebuilt too. Envelopes of programs under :data:`MIN_WAVES` waves are
-built rather than read (building them costs about as much as reading). Delete the directory to
-reclaim the space.
+request (shapes, flags, fields) is rebuilt too. Envelopes and steps of programs under
+:data:`MIN_WAVES` waves, and programs of tables under ``MIN_CELLS`` cells, are built rather than
+read (building them costs about as much as reading). Delete the directory to reclaim the space.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from ppsweep import disk_cache
 from ppsweep.engine.envelope import Envelope, EnvelopeTooLarge
 from ppsweep.engine.program import Program
+from ppsweep.tables.cache import MIN_CELLS
 from ppsweep.tables.table import ScheduleTable
 
 #: Environment variable naming the cache directory (``off``: no cache).
@@ -41,8 +45,8 @@ MIN_WAVES = 16
 
 #: Modules whose source defines a built envelope, by package.
 _MODULES = {
-    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "native_envelope.py", "compiled.py",
-               "envelope_cache.py"),
+    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "native_envelope.py", "native_scan.py",
+               "compiled.py", "envelope_cache.py"),
     "tables": ("ops.py", "table.py", "fast_realize.py"),
 }
 
@@ -195,3 +199,63 @@ def _write(path: Path, built: Built) -> None:
             "comm": np.asarray(built.comm, dtype=bool),
         },
     )
+
+
+def cached_program(digest: Callable[[], str], cells: int, build: Callable[[], Program]) -> Program:
+    """A table's program from the cache, or ``build()`` (then stored).
+
+    Args:
+      digest: gives the table's :func:`table_digest` (called only when the cache is used).
+      cells: the table's cells (tables under ``MIN_CELLS`` are compiled, not read).
+      build: compiles the program.
+
+    Returns:
+      What ``build()`` returns, array for array.
+    """
+    directory = cache_dir()
+    if directory is None or cells < MIN_CELLS:
+        return build()
+    return _cached_fields(directory / disk_cache.key_name(["program", digest(), code_version()]), Program, build)
+
+
+def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
+    """The compiled scan's steps of a table in ``mode`` (:func:`ppsweep.engine.native_scan.native_steps`)
+    from the cache, or ``build()`` (then stored).
+
+    Args:
+      digest: gives the table's :func:`table_digest` (called only when the cache is used).
+      program: the table's program (its size decides whether the cache is used).
+      mode: communication mode.
+      build: computes the steps.
+
+    Returns:
+      What ``build()`` returns, array for array.
+    """
+    from ppsweep.engine.native_scan import NativeSteps
+
+    directory = cache_dir()
+    if directory is None or program.n_waves < MIN_WAVES:
+        return build()
+    return _cached_fields(directory / disk_cache.key_name(["native_steps", digest(), mode, code_version()]), NativeSteps,
+                          build)
+
+
+def _cached_fields(path: Path, kind: type, build: Callable[[], Any]) -> Any:
+    """A dataclass or named tuple of arrays and scalars (``kind``) read from ``path``, or built and stored there."""
+    names = [f.name for f in dataclasses.fields(kind)] if dataclasses.is_dataclass(kind) else list(kind._fields)
+    read = disk_cache.read_npz(path)
+    if read is not None:
+        meta, arrays = read
+        try:
+            if meta.get("kind") == kind.__name__ and set(meta["scalars"]) | set(meta["dtypes"]) == set(names):
+                values = {**meta["scalars"], **{k: arrays[k].astype(meta["dtypes"][k]) for k in meta["dtypes"]}}
+                return kind(**values)
+        except (KeyError, TypeError, ValueError):
+            pass
+    built = build()
+    values = {name: getattr(built, name) for name in names}
+    arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
+    scalars = {k: (bool(v) if isinstance(v, (bool, np.bool_)) else int(v)) for k, v in values.items() if k not in arrays}
+    disk_cache.write_npz(path, {"kind": kind.__name__, "scalars": scalars, "dtypes": {k: a.dtype.str for k, a in arrays.items()}},
+                         {k: disk_cache.narrow(a) for k, a in arrays.items()})
+    return built
