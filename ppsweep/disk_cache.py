@@ -90,7 +90,9 @@ def read_npz(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
 def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON) and ``arrays`` to ``path`` atomically: a temporary file in the same
     directory, then a rename. A disk that refuses (read-only, full) is ignored: a cache is an
-    optimisation only.
+    optimisation only. The file is compressed (deflate): tables, programs and step arrays are
+    mostly repeated values, and shrink 13-50x on the design sweep's largest files, while a read
+    costs about 1.5x an uncompressed one (a few milliseconds).
 
     Args:
       path: the file; its directory is created if needed.
@@ -102,7 +104,7 @@ def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
         fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, meta=np.array(json.dumps(meta)), **arrays)
+                np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
