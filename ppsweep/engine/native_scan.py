@@ -23,7 +23,7 @@ bit (tests/test_native_scan.py compares them on every schedule and mode):
 
 Speed: a tile's state is one array ``(rows, 2, tile)`` in the core's nearest caches, and every
 loop over its points is branch-free over one object, so LLVM vectorizes it (p=8, m=32, one
-thread: about 3x the loop over separate time and path arrays with a scratch row per lane).
+thread: 2.6-9x the loop over separate time and path arrays with a scratch row per lane).
 
 The JAX scan stays the engine on accelerators, with several devices, and with noise.
 """
