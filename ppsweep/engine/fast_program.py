@@ -3,10 +3,11 @@
 :func:`ppsweep.engine.program.compile_program` is the reference: it walks the operations one at a
 time. :func:`compile_program_fast` computes the same Program, every array equal, from the
 table's operation arrays (:func:`ppsweep.tables.fast_realize.table_ops`): waves from the distinct start
-slots, cross-worker inputs from dependency ids, links in the order the reference meets them,
-and registers by the same first-fit interval colouring, one wave at a time. Tables it does not
-handle (kinds outside F, B, I, W; operations missing, repeated or out of range; an output sent
-to two workers) are compiled by the reference, which raises where it cannot compile them.
+slots (an F&B pair's four steps in sub-waves of its slot), cross-worker inputs from dependency
+ids, links in the order the reference meets them, and registers by the same first-fit interval
+colouring, one wave at a time (a compiled loop). Tables it does not handle (operations missing,
+repeated or out of range; two remote inputs to one operation; an output sent to two workers)
+are compiled by the reference, which raises where it cannot compile them.
 """
 
 from __future__ import annotations
