@@ -2,9 +2,10 @@
 
 :func:`compiled_for` gives the :class:`CompiledTable` of a table: its :class:`~ppsweep.engine.program.Program`
 (compiled once), and, built on first use and kept with it, the scan's padded lanes of each
-communication mode and the envelopes of each (mode, feature directions, cap); the program and
-the envelopes are also kept on disk across runs (:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a
-table's compiled form goes when the table does.
+communication mode and the envelopes of each (mode, feature directions, cap). The program, the
+envelopes and the compiled scan's steps are also kept on disk across runs
+(:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a table's compiled form
+goes when the table does.
 """
 
 from __future__ import annotations
