@@ -230,3 +230,19 @@ def test_relative_path_recorded_absolute_and_bad_files_refused_before_a_store(tm
 def test_example_profile_loads():
     profile = load_cost_profile(EXAMPLE)
     assert profile.n_stages == 4 and profile.has_memory and profile.microbatch_size == 4
+
+
+def test_trace_of_a_profile_is_the_engine_step(tmp_path):
+    from ppsweep.sweep.config import load_config
+    from ppsweep.viz.trace import main as trace_main, simulate_step
+
+    profile = load_cost_profile(EXAMPLE)
+    spec = load_config(["name=t"])
+    table = build_schedule("dualpipev", 4, 8)
+    step = simulate_step(table, spec.model, spec.system, 1e10, 1e-6, "ports", profile=profile)
+    costs = engine_costs_from_profile(profile, table, alpha=1e-6, beta=1e10, t_opt=0.0)
+    assert step.t_sim == pytest.approx(float(np.ravel(simulate(table, costs, "ports").t_sim)[0]), rel=1e-12)
+    out = tmp_path / "t.json"
+    assert trace_main(["dualpipev", "p=4", "m=8", f"profile={EXAMPLE}", "mode=ports", "bandwidth=1e10",
+                       "latency=1e-6", "--trace", str(out)]) == 0
+    assert json.loads(out.read_text())["otherData"]["profile"] == str(EXAMPLE)
