@@ -422,6 +422,8 @@ def engine_costs_from_profile(
     beta: Any = None,
     fb_overlap: Any = 0.0,
     t_opt: Any = 0.0,
+    alpha_intra: Any = None,
+    beta_intra: Any = None,
 ) -> Any:
     """The engine's :class:`~ppsweep.engine.costs.Costs` of ``table`` from a profile.
 
@@ -432,6 +434,8 @@ def engine_costs_from_profile(
         the points); only for a profile with ``message: {alpha, beta, bytes}``; None: the profile's.
       fb_overlap: the pair credit where the profile has no ``t_fb`` (with ``t_fb``: must be 0).
       t_opt: optimizer seconds per worker where the profile has no ``t_opt`` (with it: must be 0).
+      alpha_intra, beta_intra: latency and bandwidth within a node (docs/contract.md §4b; None: as
+        between nodes); only for a profile with ``message: {alpha, beta, bytes}``.
 
     Returns:
       Validated costs for ``ppsweep.engine.simulate(table, costs, mode)``.
@@ -444,7 +448,7 @@ def engine_costs_from_profile(
 
     n = int(table.n_stages)
     own_alpha, own_beta, msg_bytes = profile.network()
-    if profile.message_is_time and (alpha is not None or beta is not None):
+    if profile.message_is_time and any(v is not None for v in (alpha, beta, alpha_intra, beta_intra)):
         raise ValueError(
             "alpha/beta: the profile gives the message time (message.time); it cannot take another "
             "latency or bandwidth (give message {alpha, beta, bytes} to sweep them)"
@@ -464,6 +468,7 @@ def engine_costs_from_profile(
         t_i=stage["t_i"], t_w=stage["t_w"], grad_bytes=grad,
         t_opt=t_opt if profile.t_opt is None else profile.t_opt,
         fb_overlap=fb_overlap if credit is None else credit,
+        alpha_intra=alpha_intra, beta_intra=beta_intra,
     )
 
 

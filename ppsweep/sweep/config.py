@@ -367,6 +367,13 @@ def _check_profile_sweep(cfg: Mapping[str, Any], profile: CostProfile, system: S
                     f"{key}: the profile gives the message time (message.time), so bandwidth and latency cannot be swept; "
                     "set bandwidth=null latency=null, or give the profile's message as {alpha, beta, bytes}"
                 )
+    if profile.message_is_time:
+        for key in ("intra_latency", "intra_bandwidth"):
+            if getattr(system, key, None) is not None:
+                raise ValueError(
+                    f"system.{key}: the profile gives the message time (message.time) of every hop; set system.{key}=null, "
+                    "or give the profile's message as {alpha, beta, bytes}"
+                )
     if profile.t_fb is not None and system.fb_overlap != 0:
         raise ValueError("system.fb_overlap: the profile gives t_fb (the pair's measured time); set system.fb_overlap=0")
     if profile.t_opt is not None and system.optimizer_time != 0:

@@ -20,6 +20,7 @@ from ppsweep.costs import MemoryFigures, ModelConfig, engine_costs, memory_figur
 from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
 from ppsweep.engine.program import program_for
+from ppsweep.engine.tiers import nodes_of
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.store.schema import booleans, variables
 from ppsweep.sweep.timing import phase
@@ -121,26 +122,31 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
       (the noise-free step time, no ``sample`` dimension).
     """
     model = spec.model if model is None else model
-    # Axes: compute (or 1) × bandwidth × latency.
+    system = spec.system
+    # Axes: compute (or 1) × bandwidth × latency; they are the tier between nodes, the tier within
+    # one is the system's (docs/contract.md §4b).
     alpha, beta = spec.latency[None, None, :], spec.bandwidth[None, :, None]
+    intra = {"alpha_intra": system.intra_latency, "beta_intra": system.intra_bandwidth}
     if spec.profile is None:
-        costs = stage_costs(model, spec.system, table, peak_flops=spec.compute)
-        point = engine_costs(costs, alpha=alpha, beta=beta, t_opt=spec.system.optimizer_time,
-                             fb_overlap=spec.system.fb_overlap, point_axes=2)
+        costs = stage_costs(model, system, table, peak_flops=spec.compute)
+        point = engine_costs(costs, alpha=alpha, beta=beta, t_opt=system.optimizer_time,
+                             fb_overlap=system.fb_overlap, point_axes=2, **intra)
         global_batch = model.global_batch
     else:  # measured times per microbatch: the global batch is m microbatches of the profile's size
-        network = {} if spec.profile.message_is_time else {"alpha": alpha, "beta": beta}
-        point = engine_costs_from_profile(spec.profile, table, **network, fb_overlap=spec.system.fb_overlap,
-                                          t_opt=spec.system.optimizer_time)
+        network = {} if spec.profile.message_is_time else {"alpha": alpha, "beta": beta, **intra}
+        point = engine_costs_from_profile(spec.profile, table, **network, fb_overlap=system.fb_overlap,
+                                          t_opt=system.optimizer_time)
         if spec.profile.message_is_time:  # the point shape of the sweep's one bandwidth and latency
             point = dataclasses.replace(point, alpha=np.broadcast_to(point.alpha, (1, 1, 1)))
         global_batch = table.m * (spec.profile.microbatch_size or 1.0)
+    worker_node = nodes_of(table.p, system.gpus_per_node)
     noise = spec.noise if spec.noise.enabled else None
     dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
     per_mode = []
     for mode in spec.comm:
         run = lambda noise: simulate(  # noqa: E731
-            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise,
+            worker_node=worker_node,
         )
         result = run(noise)
         t_sim = result.t_sim
