@@ -31,13 +31,18 @@ import numpy as np
 import yaml
 
 from ppsweep.engine.reference import post_validated_step, reference_simulate
+from ppsweep.schedules.variants import split_label
 from ppsweep.tables.build import build_schedule
 
 #: The published tables.
 DATA = Path(__file__).resolve().parents[1] / "data" / "zero_bubble_qi2024.yaml"
 
-#: ppsweep schedule evaluated for each of the paper's Table 5 columns it has.
+#: ppsweep schedule evaluated for each of the paper's Table 5 columns it has (reproduced to 4 decimals).
 SCHEDULES = {"1f1b": "1f1b", "zb_h1": "zb_h1", "zb_h2": "zb_h2"}
+
+#: More columns the script prints: ppsweep's former ZB-H2 order, and Megatron's interleaved 1F1B
+#: (1F1B-I, one chunk per layer: ``(layers + 2) / p`` chunks per stage, each ``1/v`` of the stage's times).
+EXTRA = {"zb_h2@lag=1": "zb_h2@lag=1", "1f1b_i": "interleaved_1f1b"}
 
 #: Measured schedule of Table 4 -> the ppsweep schedule with its activation memory.
 PROXIES = {"zb_1p": "zb_h1", "zb_2p": "zb_h2"}
@@ -48,13 +53,15 @@ class Setting:
     """One row of the paper's Table 9 (inputs), with its Table 5 and Table 4 entries.
 
     Attributes:
-      model: model name (``"1.5B"``). p: stages (GPUs). b: microbatch size. m: microbatches.
+      model: model name (``"1.5B"``). layers: transformer layers (Table 3). p: stages (GPUs).
+        b: microbatch size. m: microbatches.
       t_f, t_b, t_w, t_comm: the profiled times (the paper's unit, unstated).
       bubble: Table 5's bubble rate by column (``"1f1b"``, ``"zb_h2"``, ...).
       throughput: Table 4's samples per GPU per second by column (``"zb_2p"``, ``"1f1b"``, ...).
     """
 
     model: str
+    layers: int
     p: int
     b: int
     m: int
@@ -80,7 +87,7 @@ def settings(path: Path = DATA) -> tuple[Setting, ...]:
     for k, row in enumerate(table["rows"]):
         fields = dict(zip(table["columns"], row))
         rows.append(Setting(
-            model=str(fields["model"]), p=int(fields["p"]), b=int(fields["b"]), m=int(fields["m"]),
+            model=str(fields["model"]), layers=int(fields["layers"]), p=int(fields["p"]), b=int(fields["b"]), m=int(fields["m"]),
             t_f=float(fields["t_f"]), t_b=float(fields["t_b"]), t_w=float(fields["t_w"]), t_comm=float(fields["t_comm"]),
             bubble=dict(zip(bubble["columns"], map(float, bubble["rows"][k]))),
             throughput=dict(zip(throughput["columns"], map(float, throughput["rows"][k]))),
@@ -96,11 +103,16 @@ class Step:
     post_validated: float
 
 
-def step(name: str, s: Setting) -> Step:
-    """Simulate ``name`` (a ppsweep schedule) on the setting's inputs (module docstring)."""
-    table = build_schedule(name, s.p, s.m)
-    result = reference_simulate(table, s.t_f, s.t_b + s.t_w, s.t_comm, math.inf, 0.0, "overlap",
-                                t_i=s.t_b, t_w=s.t_w, record=True)
+def step(label: str, s: Setting) -> Step:
+    """Simulate ``label`` (a ppsweep schedule, ``name@option=value``) on the setting's inputs (module docstring).
+
+    ``interleaved_1f1b`` gets the paper's 1F1B-I chunks: ``v = (layers + 2) / p``, each chunk
+    ``1/v`` of the stage's ``T_F`` and ``T_B + T_W``.
+    """
+    v = (s.layers + 2) // s.p if split_label(label)[0] == "interleaved_1f1b" else 1
+    table = build_schedule(label, s.p, s.m, **({"v": v} if v > 1 else {}))
+    result = reference_simulate(table, s.t_f / v, (s.t_b + s.t_w) / v, s.t_comm, math.inf, 0.0, "overlap",
+                                t_i=s.t_b / v, t_w=s.t_w / v, record=True)
     return Step(t_sim=result.t_sim, post_validated=post_validated_step(result))
 
 
@@ -114,7 +126,8 @@ class Comparison:
     """Every number the script prints, per setting (rows in Table 9's order).
 
     Attributes:
-      steps: ``steps[column][k]``: the :class:`Step` of the schedule of Table 5's ``column``.
+      steps: ``steps[column][k]``: the :class:`Step` of the schedule of Table 5's ``column`` (and of
+        :data:`EXTRA`'s columns where asked for).
       bubble: ``bubble[column][k]``: ppsweep's bubble rate (post-validated cost).
       bubble_isolated: the same with the isolated step ``t_sim`` as cost.
       ratio_measured: ``ratio_measured[x][k]``: Table 4's throughput of ``x`` over 1F1B's.
@@ -130,10 +143,11 @@ class Comparison:
     ratio_paper: dict[str, np.ndarray]
 
 
-def compare(rows: tuple[Setting, ...] | None = None) -> Comparison:
-    """Run the three schedules on every setting and form the comparison."""
+def compare(rows: tuple[Setting, ...] | None = None, extra: bool = False) -> Comparison:
+    """Run the three schedules (and with ``extra`` the columns of :data:`EXTRA`) on every setting."""
     rows = settings() if rows is None else rows
-    steps = {col: [step(name, s) for s in rows] for col, name in SCHEDULES.items()}
+    columns = {**SCHEDULES, **(EXTRA if extra else {})}
+    steps = {col: [step(name, s) for s in rows] for col, name in columns.items()}
     bubble = {col: np.array([bubble_rate(st.post_validated, s) for st, s in zip(steps[col], rows)]) for col in steps}
     isolated = {col: np.array([bubble_rate(st.t_sim, s) for st, s in zip(steps[col], rows)]) for col in steps}
     measured = {x: np.array([s.throughput[x] / s.throughput["1f1b"] for s in rows]) for x in PROXIES}
