@@ -27,8 +27,8 @@ from ppsweep.paper import zero_bubble  # noqa: E402
 
 def bubble_table(c: zero_bubble.Comparison) -> list[str]:
     """Table 5, the paper's value beside ppsweep's for each column ppsweep has."""
-    lines = ["| model | p | m | 1F1B paper | ppsweep | ZB-H1 paper | ppsweep | ZB-H2 paper | ppsweep "
-             "| ZB-H2 isolated step | `zb_h2@lag=1` | 1F1B-I paper | ppsweep |",
+    lines = [("| model | p | m | 1F1B paper | ppsweep | ZB-H1 paper | ppsweep | ZB-H2 paper | ppsweep "
+              "| ZB-H2 isolated step | `zb_h2@lag=1` | 1F1B-I paper | ppsweep |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, s in enumerate(zero_bubble.settings()):
         cells = [s.model, str(s.p), str(s.m)]
@@ -47,8 +47,8 @@ def bubble_table(c: zero_bubble.Comparison) -> list[str]:
 
 def ratio_table(c: zero_bubble.Comparison) -> list[str]:
     """Table 4's measured throughput ratios against ppsweep's and the paper's Table 5 predictions."""
-    lines = ["| model | p | m | ZB-1p/1F1B measured | ZB-H1 predicted | error | Table 5 predicted | error "
-             "| ZB-2p/1F1B measured | ZB-H2 predicted | error | Table 5 predicted | error |",
+    lines = [("| model | p | m | ZB-1p/1F1B measured | ZB-H1 predicted | error | Table 5 predicted | error "
+              "| ZB-2p/1F1B measured | ZB-H2 predicted | error | Table 5 predicted | error |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     errors: dict[tuple[str, str], np.ndarray] = {}
     for x in zero_bubble.PROXIES:
