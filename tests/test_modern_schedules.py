@@ -17,7 +17,7 @@ VARIANTS = [
     ("interleaved_1f1b", {"v": 1}), ("interleaved_1f1b", {"v": 2}), ("interleaved_1f1b", {"v": 3}),
     ("looped_bfs", {"v": 1}), ("looped_bfs", {"v": 2}), ("looped_bfs", {"v": 3}),
     ("interleaved_zb", {"v": 1}), ("interleaved_zb", {"v": 2}), ("interleaved_zb", {"v": 3}),
-    ("zb_h1", {}), ("zb_h2", {}), ("zb_h2", {"lag": 1}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
+    ("zb_h1", {}), ("zb_h2", {}), ("zb_h2", {"lag": 1}), ("zb_h2", {"lag": 3}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
 ]
 REFUSAL = {"interleaved_1f1b": "multiple of its number of rounds", "interleaved_zb": "multiple of its number of rounds",
            "dualpipe": "(p must be even|m must be even and at least 2p)", "dualpipev": "m must be at least 2p"}
