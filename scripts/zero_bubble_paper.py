@@ -10,7 +10,8 @@ Prints two markdown tables (about 20 s on one core):
    former ZB-H2 order (``zb_h2@lag=1``) and 1F1B-I (interleaved 1F1B, one chunk per layer);
 2. Table 4's measured throughput over 1F1B's for ZB-1p and ZB-2p, against ppsweep's step-time
    ratio for the schedule with the same activation memory (ZB-H1 for ZB-1p, ZB-H2 for ZB-2p) and
-   against the ratio the paper's own Table 5 bubble rates give; error = predicted / measured - 1.
+   against the ratio the paper's own Table 5 bubble rates give; then the same for 1F1B-I against
+   ppsweep's interleaved 1F1B; error = predicted / measured - 1.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def ratio_table(c: zero_bubble.Comparison) -> list[str]:
               "| ZB-2p/1F1B measured | ZB-H2 predicted | error | Table 5 predicted | error |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     errors: dict[tuple[str, str], np.ndarray] = {}
-    for x in zero_bubble.PROXIES:
+    for x in c.ratio_measured:
         errors[x, "ppsweep"] = c.ratio_ppsweep[x] / c.ratio_measured[x] - 1
         errors[x, "paper"] = c.ratio_paper[x] / c.ratio_measured[x] - 1
     for k, s in enumerate(zero_bubble.settings()):
@@ -60,9 +61,16 @@ def ratio_table(c: zero_bubble.Comparison) -> list[str]:
             cells += [f"{c.ratio_measured[x][k]:.3f}", f"{c.ratio_ppsweep[x][k]:.3f}", f"{100 * errors[x, 'ppsweep'][k]:+.1f} %",
                       f"{c.ratio_paper[x][k]:.3f}", f"{100 * errors[x, 'paper'][k]:+.1f} %"]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| model | p | m | 1F1B-I/1F1B measured | interleaved 1F1B predicted | error | Table 5 predicted | error |",
+              "|---|---|---|---|---|---|---|---|"]
+    for k, s in enumerate(zero_bubble.settings()):
+        lines.append(f"| {s.model} | {s.p} | {s.m} | {c.ratio_measured['1f1b_i'][k]:.3f} | {c.ratio_ppsweep['1f1b_i'][k]:.3f} "
+                     f"| {100 * errors['1f1b_i', 'ppsweep'][k]:+.1f} % | {c.ratio_paper['1f1b_i'][k]:.3f} "
+                     f"| {100 * errors['1f1b_i', 'paper'][k]:+.1f} % |")
     lines.append("")
+    proxies = {**zero_bubble.PROXIES, **zero_bubble.EXTRA_PROXIES}
     for (x, who), e in errors.items():
-        proxy = zero_bubble.PROXIES[x] if who == "ppsweep" else "the paper's Table 5"
+        proxy = ("interleaved_1f1b" if x == "1f1b_i" else proxies[x]) if who == "ppsweep" else "the paper's Table 5"
         lines.append(f"- {x}/1F1B predicted by {proxy}: median |error| {100 * np.median(np.abs(e)):.1f} %, "
                      f"worst {100 * e[np.argmax(np.abs(e))]:+.1f} %, mean {100 * e.mean():+.1f} %")
     return lines
