@@ -3,7 +3,7 @@
 Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024, arXiv 2401.10241); the published numbers
 are in ``ppsweep/data/zero_bubble_qi2024.yaml``, the runs in :mod:`ppsweep.paper.zero_bubble`.
 
-Prints two markdown tables (about 20 s on one core):
+Prints markdown tables (about 15 s of CPU):
 
 1. Table 5's bubble rates, the paper's and ppsweep's (post-validated step: the longest worker
    span), for 1F1B, ZB-H1, ZB-H2, and beside them ZB-H2's isolated step (``t_sim``), ppsweep's
