@@ -529,14 +529,15 @@ def check_limits(limits: Any) -> dict[str, float | None]:
 
 # ---- composing conf/ -------------------------------------------------------------------------------
 def find_conf_dir() -> Path:
-    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the one beside the package, else ``./conf``.
+    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the package's own (``ppsweep/conf``: in a
+    checkout a link to the repository's ``conf/``, in a wheel its copy as package data), else ``./conf``.
 
     Raises:
       SystemExit: with one ``error:`` line when none is found.
     """
     env = os.environ.get("PPSWEEP_CONF_DIR")
     candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parents[2] / "conf", Path.cwd() / "conf"]
+    candidates += [Path(__file__).resolve().parents[1] / "conf", Path.cwd() / "conf"]
     for candidate in candidates:
         if (candidate / "config.yaml").is_file():
             return candidate

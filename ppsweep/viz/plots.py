@@ -38,10 +38,10 @@ from matplotlib.patches import Patch
 from ppsweep.analysis.load import inner_dims, masked, schedules, whole_along
 from ppsweep.analysis.ranks import winner_label
 from ppsweep.viz.display import byte_unit, message_lanes, time_unit
-from ppsweep.tables.ops import KIND_LETTER, Kind
+from ppsweep.tables.ops import KIND_LETTER, Kind, op_label
 
 #: Colours of operation kinds and other events in Gantt charts.
-KIND_COLOR = {Kind.F: "#4C72B0", Kind.B: "#55A868", Kind.I: "#DD8452", Kind.W: "#C44E52"}
+KIND_COLOR = {Kind.F: "#4C72B0", Kind.B: "#55A868", Kind.I: "#DD8452", Kind.W: "#C44E52", Kind.FB: "#8172B3"}
 MESSAGE_COLOR = "#8C8C8C"
 SYNC_COLOR = "#8172B3"
 UPDATE_COLOR = "#CCB974"
@@ -349,20 +349,17 @@ def write_figures(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.Pat
 # Gantt charts
 
 
-def _op_label(op) -> str:
-    return f"{KIND_LETTER[op.kind]}{op.micro}"
-
-
 def plot_table_gantt(table, path: str | os.PathLike, title: str | None = None) -> Path:
     """Gantt chart of an idealized table: one row per worker, one cell per slot, idle cells hatched."""
     placed = table.placed_ops()
+    show_stage = table.n_stages * table.n_replicas > table.p  # a worker holds several stages (V, interleaved)
     fig = _figure(min(max(6.0, 0.18 * table.length + 2.0), 24.0), 0.45 * table.p + 1.4)
     ax = fig.add_subplot()
     ax.barh(range(table.p), table.length, left=0, height=0.8, color=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", linewidth=0)
     for item in placed:
         ax.barh(item.worker, item.slots, left=item.start, height=0.8, color=KIND_COLOR[item.op.kind], edgecolor="white", linewidth=0.5)
         if table.length <= 120:
-            ax.text(item.start + item.slots / 2, item.worker, _op_label(item.op), ha="center", va="center", fontsize=6, color="white")
+            ax.text(item.start + item.slots / 2, item.worker, op_label(item.op, show_stage), ha="center", va="center", fontsize=6, color="white")
     ax.set_yticks(range(table.p), [f"w{w}" for w in range(table.p)])
     ax.invert_yaxis()
     ax.set_xlim(0, table.length)
@@ -395,11 +392,12 @@ def plot_step_gantt(record, path: str | os.PathLike, title: str | None = None) -
     ax = fig.add_subplot()
     ax.barh([2 * w for w in range(p)], t_end, left=0, height=0.8, color=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", linewidth=0)
     label_min = t_end / 60
+    show_stage = len({(ev.worker, ev.op.stage) for ev in record.ops}) > p  # a worker runs several stages
     for ev in record.ops:
         width = (ev.end - ev.start) * scale
         ax.barh(2 * ev.worker, width, left=ev.start * scale, height=0.8, color=KIND_COLOR[ev.op.kind], edgecolor="white", linewidth=0.3)
         if width >= label_min:
-            ax.text((ev.start * scale) + width / 2, 2 * ev.worker, _op_label(ev.op), ha="center", va="center", fontsize=5.5, color="white")
+            ax.text((ev.start * scale) + width / 2, 2 * ev.worker, op_label(ev.op, show_stage), ha="center", va="center", fontsize=5.5, color="white")
     for ev in record.updates:
         ax.barh(2 * ev.worker, (ev.end - ev.start) * scale, left=ev.start * scale, height=0.8, color=UPDATE_COLOR)
     for msg, lane in zip(record.messages, lanes):
