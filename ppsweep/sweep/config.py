@@ -31,6 +31,7 @@ from ppsweep.engine.comm import check_mode
 from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
+from ppsweep.schedules.variants import canonical_label
 
 #: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
 #: no units). ``schedule``, ``p``, ``m``, ``bandwidth`` and ``latency`` are always present.
@@ -245,8 +246,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             "make '# @package _global_' its first line (as in conf/sweep/*.yaml)"
         )
     model = ModelConfig.from_mapping(_mapping(cfg, "model"))
+    _check_system_lists(_mapping(cfg, "system"))
     system = SystemConfig.from_mapping(_mapping(cfg, "system"))
-    schedules = tuple(_list(cfg, "schedules"))
+    schedules = tuple(canonical_label(label) for label in _list(cfg, "schedules"))
     if not schedules:
         raise ValueError("schedules: must name at least one schedule")
     options = cfg.get("schedule_options") or {}
@@ -338,6 +340,21 @@ def _mapping(cfg: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"{key}: missing; choose one of the configs in conf/{key}/ (e.g. {key}=...)")
     return value
+
+
+#: System fields that a sweep varies through a top-level axis: ``system.<field>`` -> the axis's key.
+SYSTEM_FIELD_AXES = {"bandwidth": "bandwidth", "latency": "latency", "memory_capacity": "memory_capacity", "peak_flops": "compute"}
+
+
+def _check_system_lists(system: Mapping[str, Any]) -> None:
+    """A list given to a system field names the top-level key that sweeps it (one line)."""
+    for name, axis in SYSTEM_FIELD_AXES.items():
+        value = system.get(name)
+        if isinstance(value, (list, tuple)):
+            raise ValueError(
+                f"system.{name}: one number per system, got a list {list(value)!r}; a list of values to sweep "
+                f"is the top-level {axis!r} key ({axis}={list(value)!r})"
+            )
 
 
 def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
