@@ -39,3 +39,12 @@ def test_a_list_given_to_a_system_field_names_the_axis(field):
     message = str(error.value)
     assert message.startswith(f"system.{field}: ") and f"top-level {SYSTEM_FIELD_AXES[field]!r} key" in message
     assert "\n" not in message
+
+
+def test_show_and_trace_take_the_sweeps_key_names():
+    from ppsweep.viz.show import parse_assignments
+
+    assert parse_assignments(["p=[4]", "m=8", "comm.mode=contention", "split=1:2"]) == {
+        "p": 4, "m": 8, "mode": "contention", "split": "1:2"}
+    run = subprocess.run([sys.executable, "-m", "ppsweep.show", "1f1b", "p=[4,8]", "m=8"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.strip() == "error: p: one point, one value (e.g. p=4), got [4,8]"
