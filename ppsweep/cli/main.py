@@ -112,11 +112,12 @@ def run_outcome(cfg: Any) -> dict:
         check_limits(figures, plan.limits, plan.path)
     except ValueError as error:
         return fail(2, str(error))
+    from ppsweep.sweep.cluster import ClusterError
     from ppsweep.sweep.parallel import start_evaluators
 
     # A run that computes every unit it asks for (a new store) starts its worker processes now:
     # their imports then overlap this process's and the store's creation.
-    fresh = overwrite or not plan.path.exists()
+    fresh = (overwrite or not plan.path.exists()) and plan.cluster is None
     evaluators = start_evaluators(spec, list(units), plan.workers, plan.compilation_cache) if fresh else None
     try:
         from ppsweep.sweep.runner import configure_jax, run_sweep
@@ -128,10 +129,12 @@ def run_outcome(cfg: Any) -> dict:
         report = run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
             say=lambda line: print(line, file=sys.stderr, flush=True),
-            workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators,
+            workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators, cluster=plan.cluster,
         )
     except StoreError as error:
         return fail(2, str(error))
+    except ClusterError as error:
+        return fail(1, f"{error}; the units written before stay valid (re-run the same command to resume)")
     except OSError as error:
         return fail(
             1,

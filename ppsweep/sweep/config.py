@@ -75,6 +75,7 @@ RUN_KEYS: dict[str, str] = {
     "dry_run": "print the estimate only",
     "engine.compilation_cache": "JAX's cache of compiled code",
     "engine.workers": "processes evaluating units",
+    "engine.cluster": "where units are evaluated (a dask.distributed cluster)",
     "limits": "refusal thresholds of the estimate",
     "cluster": "resources of the jobs",
 }
@@ -426,6 +427,8 @@ class Plan:
       compilation_cache: JAX's persistent compilation cache directory, or None.
       workers: processes evaluating units (``engine.workers``); None: ``auto``
         (:func:`ppsweep.sweep.parallel.default_workers`). Never part of a store's identity.
+      cluster: ``engine.cluster``: a dask.distributed scheduler (``dask://HOST:PORT``) whose
+        workers evaluate the units (:mod:`ppsweep.sweep.cluster`), or None: this machine.
       dry_run: print the estimate (:mod:`ppsweep.sweep.estimate`) and stop.
       limits: ``memory_gb``, ``store_gb``, ``hours``: the estimate's refusal thresholds (None:
         this machine's memory, the free disk space, no limit).
@@ -441,6 +444,7 @@ class Plan:
     progress: bool
     compilation_cache: str | None
     workers: int | None = None
+    cluster: str | None = None
     dry_run: bool = False
     limits: dict[str, float | None] = field(default_factory=dict)
 
@@ -452,6 +456,22 @@ class Plan:
         from ppsweep.sweep.shards import shard_units
 
         return tuple(shard_units(self.spec, self.shards, self.shard))
+
+
+#: Accepted forms of ``engine.cluster`` (README, "Running on a dask cluster").
+CLUSTER_SCHEMES = ("dask://", "tcp://", "tls://")
+
+
+def scheduler_address(cluster: str) -> str:
+    """The scheduler's address of ``engine.cluster``: ``dask://HOST:PORT`` → ``tcp://HOST:PORT``.
+
+    Raises:
+      ValueError: naming ``engine.cluster`` and the accepted forms.
+    """
+    if not isinstance(cluster, str) or not cluster.startswith(CLUSTER_SCHEMES) or ":" not in cluster.split("://", 1)[1]:
+        raise ValueError(f"engine.cluster: must be null or dask://HOST:PORT (tcp://, tls:// too), got {cluster!r}")
+    scheme, rest = cluster.split("://", 1)
+    return f"{'tcp' if scheme == 'dask' else scheme}://{rest}"
 
 
 def config_yaml(cfg: Mapping[str, Any] | DictConfig) -> str:
@@ -499,6 +519,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         workers = None
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
+    cluster = (container.get("engine") or {}).get("cluster")
+    if cluster is not None:
+        scheduler_address(cluster)  # raises naming engine.cluster
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     directory = base / os.path.expanduser(results_dir)
     if directory.exists() and not directory.is_dir():
@@ -514,6 +537,7 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         progress=flags["progress"],
         compilation_cache=cache,
         workers=workers,
+        cluster=cluster,
         dry_run=flags["dry_run"],
         limits=check_limits(container.get("limits")),
     )
