@@ -32,6 +32,7 @@ from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.cost_profile import CostProfile, load_cost_profile
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
+from ppsweep.schedules.variants import canonical_label
 
 #: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
 #: no units). ``schedule``, ``p``, ``m``, ``bandwidth`` and ``latency`` are always present.
@@ -80,6 +81,7 @@ RUN_KEYS: dict[str, str] = {
     "dry_run": "print the estimate only",
     "engine.compilation_cache": "JAX's cache of compiled code",
     "engine.workers": "processes evaluating units",
+    "engine.cluster": "where units are evaluated (a dask.distributed cluster)",
     "limits": "refusal thresholds of the estimate",
     "cluster": "resources of the jobs",
 }
@@ -254,8 +256,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             "make '# @package _global_' its first line (as in conf/sweep/*.yaml)"
         )
     model = ModelConfig.from_mapping(_mapping(cfg, "model"))
+    _check_system_lists(_mapping(cfg, "system"))
     system = SystemConfig.from_mapping(_mapping(cfg, "system"))
-    schedules = tuple(_list(cfg, "schedules"))
+    schedules = tuple(canonical_label(label) for label in _list(cfg, "schedules"))
     if not schedules:
         raise ValueError("schedules: must name at least one schedule")
     options = cfg.get("schedule_options") or {}
@@ -434,6 +437,21 @@ def _mapping(cfg: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+#: System fields that a sweep varies through a top-level axis: ``system.<field>`` -> the axis's key.
+SYSTEM_FIELD_AXES = {"bandwidth": "bandwidth", "latency": "latency", "memory_capacity": "memory_capacity", "peak_flops": "compute"}
+
+
+def _check_system_lists(system: Mapping[str, Any]) -> None:
+    """A list given to a system field names the top-level key that sweeps it (one line)."""
+    for name, axis in SYSTEM_FIELD_AXES.items():
+        value = system.get(name)
+        if isinstance(value, (list, tuple)):
+            raise ValueError(
+                f"system.{name}: one number per system, got a list {list(value)!r}; a list of values to sweep "
+                f"is the top-level {axis!r} key ({axis}={list(value)!r})"
+            )
+
+
 def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
     value = cfg.get(key)
     if value is None:
@@ -503,6 +521,8 @@ class Plan:
       compilation_cache: JAX's persistent compilation cache directory, or None.
       workers: processes evaluating units (``engine.workers``); None: ``auto``
         (:func:`ppsweep.sweep.parallel.default_workers`). Never part of a store's identity.
+      cluster: ``engine.cluster``: a dask.distributed scheduler (``dask://HOST:PORT``) whose
+        workers evaluate the units (:mod:`ppsweep.sweep.cluster`), or None: this machine.
       dry_run: print the estimate (:mod:`ppsweep.sweep.estimate`) and stop.
       limits: ``memory_gb``, ``store_gb``, ``hours``: the estimate's refusal thresholds (None:
         this machine's memory, the free disk space, no limit).
@@ -518,6 +538,7 @@ class Plan:
     progress: bool
     compilation_cache: str | None
     workers: int | None = None
+    cluster: str | None = None
     dry_run: bool = False
     limits: dict[str, float | None] = field(default_factory=dict)
 
@@ -529,6 +550,22 @@ class Plan:
         from ppsweep.sweep.shards import shard_units
 
         return tuple(shard_units(self.spec, self.shards, self.shard))
+
+
+#: Accepted forms of ``engine.cluster`` (README, "Running on a dask cluster").
+CLUSTER_SCHEMES = ("dask://", "tcp://", "tls://")
+
+
+def scheduler_address(cluster: str) -> str:
+    """The scheduler's address of ``engine.cluster``: ``dask://HOST:PORT`` → ``tcp://HOST:PORT``.
+
+    Raises:
+      ValueError: naming ``engine.cluster`` and the accepted forms.
+    """
+    if not isinstance(cluster, str) or not cluster.startswith(CLUSTER_SCHEMES) or ":" not in cluster.split("://", 1)[1]:
+        raise ValueError(f"engine.cluster: must be null or dask://HOST:PORT (tcp://, tls:// too), got {cluster!r}")
+    scheme, rest = cluster.split("://", 1)
+    return f"{'tcp' if scheme == 'dask' else scheme}://{rest}"
 
 
 def config_yaml(cfg: Mapping[str, Any] | DictConfig) -> str:
@@ -581,6 +618,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         workers = None
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
+    cluster = (container.get("engine") or {}).get("cluster")
+    if cluster is not None:
+        scheduler_address(cluster)  # raises naming engine.cluster
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     directory = base / os.path.expanduser(results_dir)
     if directory.exists() and not directory.is_dir():
@@ -596,6 +636,7 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         progress=flags["progress"],
         compilation_cache=cache,
         workers=workers,
+        cluster=cluster,
         dry_run=flags["dry_run"],
         limits=check_limits(container.get("limits")),
     )
@@ -628,14 +669,15 @@ def check_limits(limits: Any) -> dict[str, float | None]:
 
 # ---- composing conf/ -------------------------------------------------------------------------------
 def find_conf_dir() -> Path:
-    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the one beside the package, else ``./conf``.
+    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the package's own (``ppsweep/conf``: in a
+    checkout a link to the repository's ``conf/``, in a wheel its copy as package data), else ``./conf``.
 
     Raises:
       SystemExit: with one ``error:`` line when none is found.
     """
     env = os.environ.get("PPSWEEP_CONF_DIR")
     candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parents[2] / "conf", Path.cwd() / "conf"]
+    candidates += [Path(__file__).resolve().parents[1] / "conf", Path.cwd() / "conf"]
     for candidate in candidates:
         if (candidate / "config.yaml").is_file():
             return candidate

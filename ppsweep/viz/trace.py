@@ -42,7 +42,7 @@ from typing import Any, Mapping, Sequence
 
 from ppsweep.cli.support import OneLineParser, UsageError, run_command
 from ppsweep.viz.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
-from ppsweep.tables.ops import KIND_LETTER
+from ppsweep.tables.ops import KIND_LETTER, op_label
 from ppsweep.engine.reference import ReferenceResult, StepRecord, reference_simulate
 from ppsweep.tables.table import ScheduleTable
 
@@ -108,8 +108,8 @@ def simulate_step(
 
 
 def op_name(op) -> str:
-    """Short label of an operation: ``F3s1`` (forward of microbatch 3 at stage 1)."""
-    return f"{KIND_LETTER[op.kind]}{op.micro}s{op.stage}"
+    """Short label of an operation: ``F3s1`` (forward of microbatch 3 at stage 1), ``F3s1&B1s6`` for a pair."""
+    return op_label(op, show_stage=True)
 
 
 def chrome_trace(record: StepRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
