@@ -104,3 +104,16 @@ def test_bad_traces_get_one_line(tmp_path, capsys):
     with pytest.raises(TraceError, match="traceEvents"):
         (tmp_path / "x.json").write_text(json.dumps({"events": []}))
         fit_trace([tmp_path / "x.json"])
+
+
+def test_step_spans_give_the_step_overhead(tmp_path):
+    # ppsweep:step spans (our harness wraps each schedule.step in one) 1 ms before the first
+    # operation and 2 ms after the last: t_opt = 3 ms.
+    _ppsweep_trace(tmp_path / "t.json", "1f1b", {})
+    data = json.loads((tmp_path / "t.json").read_text())
+    ops = [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") in "FBIW"]
+    first, last = min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops)
+    data["traceEvents"] += [{"ph": "X", "name": "ppsweep:step", "pid": w, "tid": 0, "ts": first - 1e3 + 10 * w,
+                             "dur": last - first + 3e3 - 10 * w} for w in range(4)]
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    assert fit_trace([tmp_path / "t.json"]).profile.t_opt == pytest.approx(3e-3, abs=1e-9)

@@ -27,6 +27,10 @@ The fit (every rule here is in the README section "Held against measurements"):
   from the producer's end to the consumer's start, less ``o``: the median over those gaps is the
   per-hop time (everything included). Traces with different message sizes fit ``α + bytes/β`` by
   least squares over the per-size medians (the residual reported); one size gives ``message.time``.
+- step overhead (``t_opt``): where the trace has ``ppsweep:step`` spans around each step (our
+  harness writes them), the median over steps of the step's span (first rank's start to last rank's
+  end) less the span of its operations: what the runtime spends before the first and after the last
+  operation (splitting the batch, set-up, the last sends). ppsweep adds ``t_opt`` at each worker's end.
 """
 
 from __future__ import annotations
@@ -95,6 +99,8 @@ class Fit:
         else:
             lines.append(f"message: alpha {1e6 * prof.alpha:.1f} us, beta {prof.beta:.4g} B/s "
                          f"(least squares over {len(self.msg_sizes)} sizes, rms residual {1e6 * (self.residual or 0):.1f} us)")
+        if prof.t_opt is not None:
+            lines.append(f"step overhead (t_opt): {1e3 * prof.t_opt:.3f} ms")
         lines.append("spread (IQR/median, worst stage): " + ", ".join(f"{k} {v:.1%}" for k, v in prof.spread.items()))
         if self.waits_included:
             lines.append("note: only PyTorch's PP: spans found; they include message waits, so times are upper bounds")
@@ -143,12 +149,16 @@ def _parse(name: str, cat: Any) -> tuple[str, int, int] | None:
     return None
 
 
+STEP_SPAN = "ppsweep:step"
+
+
 def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], bool]:
     """Compute spans of every file, per-file message bytes, and whether only ``PP:`` spans were found.
 
-    Steps are numbered per worker by occurrence.
+    Steps are numbered per worker by occurrence; ``ppsweep:step`` spans come back with kind ``step``.
     """
     spans: list[Span] = []
+    step_spans: list[Span] = []
     pp_spans: list[Span] = []
     msg_bytes: dict[int, float] = {}
     runs: dict[str, int] = {}
@@ -161,6 +171,10 @@ def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], boo
             if not isinstance(ev, dict) or ev.get("ph") != "X" or not isinstance(ev.get("name"), str):
                 continue
             name = ev["name"]
+            if name == STEP_SPAN:
+                start = float(ev["ts"]) * 1e-6
+                step_spans.append(Span((index, int(ev.get("pid", 0))), "step", -1, -1, start, start + float(ev["dur"]) * 1e-6, 0, run))
+                continue
             target = spans
             if name.startswith("PP:"):
                 name, target = name[3:], pp_spans
@@ -179,7 +193,7 @@ def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], boo
     # the k-th occurrence of an action on its worker is step k
     seen: dict[tuple, int] = {}
     numbered = []
-    for span in sorted(chosen, key=lambda s: s.start):
+    for span in sorted(chosen + step_spans, key=lambda s: s.start):
         key = (span.worker, span.kind, span.stage, span.micro)
         numbered.append(Span(span.worker, span.kind, span.stage, span.micro, span.start, span.end, seen.get(key, 0), span.run))
         seen[key] = seen.get(key, 0) + 1
@@ -219,6 +233,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     """
     files = trace_files(paths)
     spans, msg_bytes, waits = read_spans(files)
+    step_overhead = _step_overhead(spans)
+    spans = [s for s in spans if s.kind != "step"]
     n_stages = 1 + max(s.stage for s in spans)
     split = {(s.stage, s.micro) for s in spans if s.kind == "I"}
     index = {(s.run, s.kind, s.stage, s.micro, s.step): s for s in spans}
@@ -274,6 +290,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
         mapping["message"] = {"time": statistics.median(all_gaps) if all_gaps else 0.0}
         if all_gaps:
             spread["message"] = round(_quantile_spread(all_gaps) if statistics.median(all_gaps) > 0 else 0.0, 4)
+    if step_overhead is not None:
+        mapping["t_opt"] = step_overhead
     n_steps = 1 + max(s.step for s in spans)
     mapping["source"] = source or (
         f"calibrated from {', '.join(f.name for f in files)}: {n_steps} step(s), {n_stages} stages"
@@ -282,6 +300,17 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     mapping["spread"] = spread
     profile = profile_from_mapping(mapping)
     return Fit(profile, n_steps, overhead, len(waited), sizes, residual, waits)
+
+
+def _step_overhead(spans: list[Span]) -> float | None:
+    """Median over steps of (the step spans' extent - the operations' extent), None without step spans."""
+    extents: dict[tuple[int, int], list[float]] = {}
+    for span in spans:
+        ext = extents.setdefault((span.run, span.step), [math.inf, -math.inf, math.inf, -math.inf])
+        at = 0 if span.kind == "step" else 2
+        ext[at], ext[at + 1] = min(ext[at], span.start), max(ext[at + 1], span.end)
+    gaps = [(e[1] - e[0]) - (e[3] - e[2]) for e in extents.values() if math.isfinite(e[0]) and math.isfinite(e[2])]
+    return max(0.0, statistics.median(gaps)) if gaps else None
 
 
 def _least_squares(points: dict[float, float]) -> tuple[float, float, float]:
@@ -308,5 +337,8 @@ def trim_trace(src: str | Path, dst: str | Path) -> Path:
     for key in ("distributedInfo", "ppsweep"):
         if key in data:
             out[key] = data[key]
+    keep += [{k: ev[k] for k in ("ph", "name", "pid", "tid", "ts", "dur")}
+             for ev in data.get("traceEvents", []) if ev.get("name") == STEP_SPAN and ev.get("ph") == "X"]
+    out["traceEvents"] = keep
     Path(dst).write_text(json.dumps(out, separators=(",", ":")))
     return Path(dst)

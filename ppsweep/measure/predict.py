@@ -93,6 +93,6 @@ def predict_step(
         t_i[0], t_w[0] = 0.0, t_b[0]
     result = reference_simulate(
         table, t_f, t_b, float(costs.alpha), float(costs.beta), float(costs.msg_bytes), mode,
-        t_i=t_i, t_w=t_w, fb_overlap=float(costs.fb_overlap),
+        t_i=t_i, t_w=t_w, fb_overlap=float(costs.fb_overlap), t_opt=float(costs.t_opt),
     )
     return float(result.t_sim)

@@ -22,7 +22,7 @@ the wait for the input message, and its single-stage schedules (GPipe, 1F1B) nam
 trace calibrates from these compute-only spans.
 
 A step's time is the last rank's end minus the first rank's start (monotonic clock, shared by the
-processes), each step after a barrier; ``warmup`` steps are discarded. torch is imported inside the
+processes), each step after a barrier and traced as a ``ppsweep:step`` span; ``warmup`` steps are discarded. torch is imported inside the
 functions only.
 """
 
@@ -39,6 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+#: Name of the span around one ``schedule.step`` call (what a measured step times).
+STEP_SPAN = "ppsweep:step"
 
 #: ppsweep schedule -> (PyTorch class, stages per rank, placement style, ppsweep options).
 TORCH_SCHEDULES: dict[str, tuple[str, int, str, dict[str, Any]]] = {
@@ -330,13 +333,16 @@ def _run_config(rank: int, p: int, work: Workload, config: RunConfig) -> Measure
         kwargs["target"] = batch
         kwargs["losses"] = []
 
+    from torch.profiler import record_function
+
     def one_step() -> tuple[float, float]:
         dist.barrier()
         t0 = time.perf_counter()
-        if "x" in kwargs:
-            schedule.step(kwargs["x"], **{k: v for k, v in kwargs.items() if k != "x"})
-        else:
-            schedule.step(**kwargs)
+        with record_function(STEP_SPAN):
+            if "x" in kwargs:
+                schedule.step(kwargs["x"], **{k: v for k, v in kwargs.items() if k != "x"})
+            else:
+                schedule.step(**kwargs)
         return t0, time.perf_counter()
 
     for _ in range(config.warmup):
