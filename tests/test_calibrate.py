@@ -117,3 +117,22 @@ def test_step_spans_give_the_step_overhead(tmp_path):
                              "dur": last - first + 3e3 - 10 * w} for w in range(4)]
     (tmp_path / "t.json").write_text(json.dumps(data))
     assert fit_trace([tmp_path / "t.json"]).profile.t_opt == pytest.approx(3e-3, abs=1e-9)
+
+
+def test_runtime_own_time_is_the_span_outside_its_nested_events(tmp_path):
+    # Two nested events (overlapping each other) cover 10..60 % and 50..80 % of every forward span:
+    # the span's own time is 30 % of it; backward spans have nothing nested (no figure for B).
+    t_f, *_ = _ppsweep_trace(tmp_path / "t.json", "1f1b", {})
+    data = json.loads((tmp_path / "t.json").read_text())
+    nested = []
+    for e in data["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "F":
+            for a, b in ((0.1, 0.6), (0.5, 0.8)):
+                nested.append({"ph": "X", "name": "aten::mm", "pid": e["pid"], "tid": e["tid"],
+                               "ts": e["ts"] + a * e["dur"], "dur": (b - a) * e["dur"]})
+    data["traceEvents"] += nested
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    fit = fit_trace([tmp_path / "t.json"])
+    assert set(fit.fixed) == {"F"}
+    assert fit.fixed["F"] == pytest.approx(0.3 * statistics.median(t_f), rel=1e-6)
+    assert fit.per_operation() == {"F": fit.fixed["F"], "B": 0.0, "I": 0.0, "W": 0.0}

@@ -102,7 +102,7 @@ def run_experiment(exp: Experiment, trace_dir: str | Path | None = None) -> Expe
         table = schedule_table(result.schedule, exp.p, result.m)
         for mode in MODES:
             row.predicted[mode] = predict_step(fit.profile, table, mode, "latency" if mode == "overlap" else "wire",
-                                               op_overhead=fit.overhead)
+                                               op_overhead=fit.per_operation())
         rows.append(row)
     return ExperimentResult(exp, fit, rows, refused)
 
