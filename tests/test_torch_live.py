@@ -17,6 +17,7 @@ from ppsweep.measure.torch_runtime import (
     RunConfig,
     Workload,
     chunk_workload,
+    measure_csv_schedule,
     run_pipeline,
     stage_ranks,
 )
@@ -32,6 +33,12 @@ def test_bad_input_is_refused_before_any_process_starts():
         run_pipeline(2, WORK, [RunConfig("zb_h2", 4)])
     with pytest.raises(ValueError, match="p: must be >= 2"):
         run_pipeline(1, WORK, [RunConfig("1f1b", 4)])
+
+
+def test_csv_schedule_on_other_ranks_is_refused(tmp_path):
+    write_csv(ppsweep.build_schedule("1f1b", 2, 4), tmp_path / "s.csv")
+    with pytest.raises(ValueError, match=r"p: the file's stages sit on ranks \[0, 1\], not 0..3"):
+        measure_csv_schedule(tmp_path / "s.csv", 4, 4, WORK)
 
 
 def test_placement_and_chunks():

@@ -136,13 +136,6 @@ class Measurement:
 # placement
 
 
-def stages_per_rank(schedule: str, csv_path: str | None = None) -> int:
-    """Stages per rank of a registered PyTorch schedule (or of a CSV schedule's file)."""
-    if csv_path is not None:
-        return len(csv_stage_ranks(csv_path)) // len(set(csv_stage_ranks(csv_path).values()))
-    return TORCH_SCHEDULES[schedule][1]
-
-
 def stage_ranks(p: int, v: int, style: str) -> dict[int, int]:
     """Stage -> rank: ``loop`` (stage s on rank s % p) or ``v`` (0..p-1 down, p..2p-1 back up)."""
     if style == "loop":
