@@ -12,7 +12,8 @@ spawned ranks over gloo on localhost (``ppsweep.measure.validate``):
 Each calibrates once from a profiler trace of PyTorch's 1F1B (``ppsweep.calibrate``'s fit) and
 predicts every other schedule in every communication mode; prints per (schedule, p, m) the
 measured median (5 steps after 2 warm-up steps), its spread, each mode's prediction and error, and
-the error summary with the ranking agreement. ``--quick``: p = 2 and 4 only, fewer m (about a minute).
+the error summary with the ranking agreement (about 6 minutes on 2 busy cores). ``--quick``: p = 2
+and 4 only, fewer m (about 2 minutes).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def plot(rows, path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about 2 minutes)")
     parser.add_argument("--json", type=Path, help="write the rows and summary as JSON")
     parser.add_argument("--figure", type=Path, help="write the predicted-vs-measured PNG")
     args = parser.parse_args()
@@ -112,7 +113,8 @@ def main() -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"machine": machine, "experiments": record,
-                                         "summary": {mode: summary(rows, mode) for mode in MODES}}, indent=1))
+                                         "summary": {mode: summary(rows, mode) for mode in MODES},
+                                         "summary_steady": {mode: summary(rows, mode, True) for mode in MODES}}, indent=1))
     if args.figure:
         plot(rows, args.figure)
     return 0
