@@ -136,3 +136,19 @@ def test_runtime_own_time_is_the_span_outside_its_nested_events(tmp_path):
     assert set(fit.fixed) == {"F"}
     assert fit.fixed["F"] == pytest.approx(0.3 * statistics.median(t_f), rel=1e-6)
     assert fit.per_operation() == {"F": fit.fixed["F"], "B": 0.0, "I": 0.0, "W": 0.0}
+
+
+def test_trace_command_output_calibrates_to_the_cost_model(tmp_path):
+    # python -m ppsweep.trace (model megatron_128l, system baseline) -> calibrate -> the model's costs.
+    from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
+    from ppsweep.viz import trace
+
+    path = tmp_path / "zb.json"
+    assert trace.main(["zb_h1", "p=4", "m=8", "bandwidth=1e10", "latency=1e-6", "--trace", str(path)]) == 0
+    prof = fit_trace([path]).profile
+    model = ModelConfig.from_mapping(trace._yaml_file("model", "megatron_128l"))
+    system = SystemConfig.from_mapping(trace._yaml_file("system", "baseline"))
+    costs = stage_costs(model, system, ppsweep.build_schedule("zb_h1", 4, 8))
+    for field in ("t_f", "t_b", "t_i", "t_w"):
+        assert getattr(prof, field) == pytest.approx(list(getattr(costs, field)[0]), rel=1e-9), field
+    assert prof.msg_time == pytest.approx(1e-6 + costs.msg_bytes / 1e10, rel=1e-9)
