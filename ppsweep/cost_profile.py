@@ -84,7 +84,7 @@ class CostProfile:
       grad_bytes: per-stage gradient bytes (synchronising replicated stages), or None (0).
       microbatch_size: sequences per microbatch (counts the throughput), or None (1).
       source: free text.
-      spread: relative spread per field (informational).
+      spread: relative spread per field, a number or one per stage (informational; ``nan``: unknown).
     """
 
     n_stages: int | None
@@ -103,7 +103,7 @@ class CostProfile:
     grad_bytes: tuple[float, ...] | None = None
     microbatch_size: float | None = None
     source: str = ""
-    spread: Mapping[str, float] = field(default_factory=dict)
+    spread: Mapping[str, float | tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def has_memory(self) -> bool:
@@ -146,7 +146,7 @@ class CostProfile:
         if self.microbatch_size is not None:
             out["microbatch_size"] = self.microbatch_size
         if self.spread:
-            out["spread"] = dict(self.spread)
+            out["spread"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.spread.items()}
         return out
 
 
@@ -249,8 +249,8 @@ def profile_from_mapping(data: Any) -> CostProfile:
             raise ValueError(f"microbatch_size: must be > 0 (sequences per microbatch), got {microbatch!r}")
     spread = data.get("spread") or {}
     if not isinstance(spread, Mapping):
-        raise ValueError(f"spread: must map field names to relative spreads, got {spread!r}")
-    spread = {str(k): _number(f"spread.{k}", v) for k, v in spread.items()}
+        raise ValueError(f"spread: must map field names to relative spreads (a number or one per stage), got {spread!r}")
+    spread = {str(k): _spread(f"spread.{k}", v) for k, v in spread.items()}
 
     def tup(v: list[float] | None) -> tuple[float, ...] | None:
         return None if v is None else tuple(v)
@@ -271,6 +271,15 @@ def _stage_field(name: str, value: Any) -> float | list[float] | None:
         if not value:
             raise ValueError(f"{name}: an empty list; give one number per stage, or one number for all")
         return [_number(f"{name}[{s}]", v) for s, v in enumerate(value)]
+    return _number(name, value)
+
+
+def _spread(name: str, value: Any) -> float | tuple[float, ...]:
+    """An informational spread: a number >= 0 or a list of them (``.nan``: unknown, e.g. one sample)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_spread(f"{name}[{s}]", v) for s, v in enumerate(value))
+    if isinstance(value, float) and math.isnan(value):
+        return value
     return _number(name, value)
 
 
