@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -87,11 +88,41 @@ def plot(rows, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def runtime_check(p: int = 4, m: int = 8) -> None:
+    """1F1B and Interleaved 1F1B run by their PyTorch classes and by ``_PipelineScheduleRuntime``
+    from ppsweep's exported CSV, all predicted from one 1F1B trace: separates the runtime class
+    from the chunking."""
+    import ppsweep
+    from ppsweep.measure.calibrate import fit_trace
+    from ppsweep.measure.predict import predict_step
+    from ppsweep.measure.torch_runtime import RunConfig, run_pipeline
+    from ppsweep.tables.interchange import write_csv
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = {"1f1b": ppsweep.build_schedule("1f1b", p, m),
+                  "interleaved_1f1b": ppsweep.build_schedule("interleaved_1f1b", p, m, v=2)}
+        configs = [RunConfig("1f1b", m, trace_dir=f"{tmp}/trace")]
+        for name, table in tables.items():
+            write_csv(table, f"{tmp}/{name}.csv")
+            configs += [RunConfig(name, m, steps=7), RunConfig(f"{name} (CSV)", m, steps=7, csv_path=f"{tmp}/{name}.csv")]
+        measured = run_pipeline(p, sleep_work(p), configs)
+        fit = fit_trace([f"{tmp}/trace"])
+    print(f"| schedule, p={p} m={m} | runtime | median ms | fastest ms | spread | predicted ms (overlap) |")
+    print("|---|---|---|---|---|---|")
+    for result in measured[1:]:
+        name = result.schedule.removesuffix(" (CSV)")
+        runtime = "_PipelineScheduleRuntime (CSV)" if result.schedule.endswith("(CSV)") else "its class"
+        predicted = predict_step(fit.profile, tables[name], op_overhead=fit.per_operation())
+        print(f"| {name} | {runtime} | {1e3 * result.median:.1f} | {1e3 * min(result.times):.1f} | {result.spread:.0%} | {1e3 * predicted:.1f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about 2 minutes)")
     parser.add_argument("--json", type=Path, help="write the rows and summary as JSON")
     parser.add_argument("--figure", type=Path, help="write the predicted-vs-measured PNG")
+    parser.add_argument("--runtime-check", action="store_true",
+                        help="only: 1F1B and Interleaved 1F1B by their classes and from CSV (p=4, m=8)")
     parser.add_argument("--replot", type=Path, metavar="JSON", help="only draw --figure from a --json file of an earlier run")
     args = parser.parse_args()
     if args.replot:
@@ -105,6 +136,9 @@ def main() -> int:
     except ImportError:
         print("error: torch is not installed; pip install -e '.[validate]'", file=sys.stderr)
         return 2
+    if args.runtime_check:
+        runtime_check()
+        return 0
     start = time.time()
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
     print(f"machine: {machine}")
