@@ -162,6 +162,7 @@ def format_summary(rows: list[Row]) -> str:
         for mode in MODES:
             s = summary(rows, mode, steady)
             label = f"{s['rows']} steady (spread <= {STEADY_SPREAD:.0%})" if steady else f"all {s['rows']}"
-            lines.append(f"| {mode} | {label} | {s['median_abs_error']:.1%} | {s['worst_abs_error']:.1%} | "
+            pct = (lambda x: "–" if math.isnan(x) else f"{x:.1%}")
+            lines.append(f"| {mode} | {label} | {pct(s['median_abs_error'])} | {pct(s['worst_abs_error'])} | "
                          f"{s['pairs_right']}/{s['pairs']} |")
     return "\n".join(lines)
