@@ -22,8 +22,9 @@ the wait for the input message, and its single-stage schedules (GPipe, 1F1B) nam
 trace calibrates from these compute-only spans.
 
 A step's time is the last rank's end minus the first rank's start (monotonic clock, shared by the
-processes), each step after a barrier and traced as a ``ppsweep:step`` span; ``warmup`` steps are discarded. torch is imported inside the
-functions only.
+processes), each step after a barrier and traced as a ``ppsweep:step`` span; ``warmup`` steps are
+discarded. Traced configurations run first, one by one; the others round-robin, step by step.
+torch is imported inside the functions only.
 """
 
 from __future__ import annotations
