@@ -116,6 +116,39 @@ def runtime_check(p: int = 4, m: int = 8) -> None:
         print(f"| {name} | {runtime} | {1e3 * result.median:.1f} | {1e3 * min(result.times):.1f} | {result.spread:.0%} | {1e3 * predicted:.1f} |")
 
 
+def two_size_check(p: int = 4, m: int = 8) -> None:
+    """The per-operation fixed cost ``c`` from two 1F1B traces of the same emulated stages at full
+    and half time (``t_half = t/2 + c``: ``c = 2·t_half − t_full``, median over stages), against the
+    trace's own estimate (dispatch + runtime-own time), on the chunked schedules measured alongside."""
+    import statistics
+    from dataclasses import replace
+
+    from ppsweep.measure.calibrate import fit_trace
+    from ppsweep.measure.predict import predict_step, schedule_table
+    from ppsweep.measure.torch_runtime import RunConfig, run_pipeline
+
+    work = sleep_work(p)
+    half = replace(work, **{k: tuple(x / 2 for x in getattr(work, k)) for k in ("t_f", "t_i", "t_w")})
+    names = ["1f1b", "interleaved_1f1b", "looped_bfs", "interleaved_zb", "zbv", "dualpipev"]
+    with tempfile.TemporaryDirectory() as tmp:
+        measured = run_pipeline(p, work, [RunConfig("1f1b", m, trace_dir=f"{tmp}/full")]
+                                + [RunConfig(s, m, steps=7) for s in names])[1:]
+        run_pipeline(p, half, [RunConfig("1f1b", m, trace_dir=f"{tmp}/half")])
+        full, short = fit_trace([f"{tmp}/full"]), fit_trace([f"{tmp}/half"])
+    c = {k: statistics.median(2 * h - f for h, f in zip(getattr(short.profile, name), getattr(full.profile, name)))
+         for k, name in (("F", "t_f"), ("B", "t_b"))}
+    own = full.per_operation()
+    print(f"per-operation cost, ms: two sizes F {1e3 * c['F']:.3f} B {1e3 * c['B']:.3f}; "
+          f"one trace (dispatch + runtime-own) F {1e3 * own['F']:.3f} B {1e3 * own['B']:.3f}")
+    print(f"| schedule, p={p} m={m} | median ms | fastest ms | spread | predicted, one trace (err) | predicted, two sizes (err) |")
+    print("|---|---|---|---|---|---|")
+    for r in measured:
+        table = schedule_table(r.schedule, p, m)
+        a, b = (predict_step(full.profile, table, op_overhead=o) for o in (own, c))
+        print(f"| {r.schedule} | {1e3 * r.median:.1f} | {1e3 * min(r.times):.1f} | {r.spread:.0%} | "
+              f"{1e3 * a:.1f} ({a / r.median - 1:+.1%}) | {1e3 * b:.1f} ({b / r.median - 1:+.1%}) |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about 2 minutes)")
@@ -123,6 +156,8 @@ def main() -> int:
     parser.add_argument("--figure", type=Path, help="write the predicted-vs-measured PNG")
     parser.add_argument("--runtime-check", action="store_true",
                         help="only: 1F1B and Interleaved 1F1B by their classes and from CSV (p=4, m=8)")
+    parser.add_argument("--two-size", action="store_true",
+                        help="only: the per-operation cost from 1F1B at two stage sizes, on the chunked schedules (p=4, m=8)")
     parser.add_argument("--replot", type=Path, metavar="JSON", help="only draw --figure from a --json file of an earlier run")
     args = parser.parse_args()
     if args.replot:
@@ -138,6 +173,9 @@ def main() -> int:
         return 2
     if args.runtime_check:
         runtime_check()
+        return 0
+    if args.two_size:
+        two_size_check()
         return 0
     start = time.time()
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"

@@ -25,6 +25,9 @@ The fit (every rule here is in the README section "Held against measurements"):
   trace nests the model's operators inside a span (a full profiler trace), the span's time outside
   them (the runtime's own Python work) is reported per kind (:attr:`Fit.fixed`): like ``o`` it does
   not shrink when a stage is cut into chunks (:func:`ppsweep.measure.predict.predict_step`).
+- reported, not fitted: the median gap before an operation whose remote inputs ended before the
+  previous operation started (:attr:`Fit.arrived_gap`): what the runtime spends receiving a message
+  that had already arrived, which ppsweep's modes charge nothing for.
 - message time: for every cross-worker dependency (F from the previous stage's F, B/I from the next
   stage's B/I) whose consumer waited for it (its worker was idle when the producer ended), the gap
   from the producer's end to the consumer's start, less ``o``: the median over those gaps is the
@@ -91,6 +94,7 @@ class Fit:
     residual: float | None = None
     waits_included: bool = False
     fixed: dict[str, float] = field(default_factory=dict)
+    arrived_gap: float | None = None
 
     def per_operation(self) -> dict[str, float]:
         """Seconds of each operation kind that do not scale with the stage's size: the dispatch
@@ -114,6 +118,9 @@ class Fit:
                          f"(least squares over {len(self.msg_sizes)} sizes, rms residual {1e6 * (self.residual or 0):.1f} us)")
         if prof.t_opt is not None:
             lines.append(f"step overhead (t_opt): {1e3 * prof.t_opt:.3f} ms")
+        if self.arrived_gap is not None:
+            lines.append(f"gap before an operation whose input arrived during the previous one: {1e6 * self.arrived_gap:.0f} us "
+                         "(not in the profile; ppsweep charges nothing there)")
         lines.append("spread (IQR/median, worst stage): " + ", ".join(f"{k} {v:.1%}" for k, v in prof.spread.items()))
         if self.waits_included:
             lines.append("note: only PyTorch's PP: spans found; they include message waits, so times are upper bounds")
@@ -291,6 +298,7 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     # gaps: dispatch overhead (nothing to wait for) and messages (waited for)
     overheads: list[float] = []
     waited: list[tuple[Span, Span, float]] = []
+    arrived: list[float] = []  # gaps before operations whose remote inputs ended before the previous one started
     for ops in by_worker.values():
         ops.sort(key=lambda s: s.start)
         for prev, op in itertools.pairwise(ops):
@@ -302,6 +310,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
                 waited.append((producer, op, op.start - producer.end))
             elif not _producers(op, n_stages, split) or all(d is not None and d.worker == op.worker for d in deps):
                 overheads.append(op.start - ready)  # nothing to receive: the gap is the runtime's own
+            elif remote and all(d.end < prev.start for d in remote):
+                arrived.append(op.start - ready)
     overhead = max(0.0, statistics.median(overheads)) if overheads else 0.0
     # per-stage times
     times: dict[str, list[float]] = {}
@@ -348,7 +358,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     profile = profile_from_mapping(mapping)
     fixed = {k: statistics.median(own) for k in KINDS
              if (own := [s.own for s in spans if s.kind == k and s.own is not None])}
-    return Fit(profile, n_steps, overhead, len(waited), sizes, residual, waits, fixed)
+    return Fit(profile, n_steps, overhead, len(waited), sizes, residual, waits, fixed,
+               statistics.median(arrived) if arrived else None)
 
 
 def _step_overhead(spans: list[Span]) -> float | None:
