@@ -16,7 +16,9 @@ forwards, then one forward and one backward, then the remaining backwards), with
   integers, one per worker. Default (None): ``p-1``. Ignored without ``split``.
 - ``mem`` — per-worker activation limit, as the zero-bubble scheduler's ``mem_limit``: a worker
   never holds more than ``mem`` microbatches' activations of its stages (``mem·v`` chunk
-  activations; an F stores one, its W — or B — frees it). Before a forward that would pass the
+  activations; an F stores one, its B frees it, or its I frees all but ``wshare`` percent — an
+  integer in ``[0, 100]``, default 100 — and its W the rest: the zero-bubble paper's ``M_W/M_B``,
+  its activations held from B to W). Before a forward that would pass the
   limit, the oldest waiting W passes run; where none waits, the forward waits for the next
   backward. Warm-up forwards stop at the limit. An integer in ``[1, m]``; 0 (default): no limit.
 - ``split`` — backward split into I and W (True, default) or one B (False).
@@ -58,7 +60,7 @@ from ppsweep.tables.ops import Kind, Op
 NAME = "flex"
 #: Options and their defaults (None: the 1F1B/ZB-H1 values, see the module docstring).
 DEFAULTS: dict[str, Any] = {"warmup": None, "lag": None, "mem": 0, "split": True, "v": 1, "shape": "loop",
-                            "fill": "lag", "times": "1:1:1:0", "gap": 100}
+                            "fill": "lag", "times": "1:1:1:0", "gap": 100, "wshare": 100}
 SHAPES = ("loop", "vee")
 FILLS = ("lag", "timed")
 MAX_V = 8
@@ -126,8 +128,11 @@ def resolve(p: int, m: int, **options: Any) -> dict[str, Any] | str:
             return f"option {name} must give every worker a value in [0, v*m={v * m}], got {bad[0]}"
     if gap < 0:
         return f"option gap must be >= 0 (percent of T_W), got {gap}"
+    wshare = _int("wshare", o["wshare"])
+    if not 0 <= wshare <= 100:
+        return f"option wshare must be in [0, 100] (percent of an activation kept from I to W), got {wshare}"
     return {"warmup": warmup, "lag": lag, "mem": mem * v if mem else 0, "split": o["split"], "v": v, "shape": o["shape"],
-            "fill": o["fill"], "times": times, "gap": gap / 100}
+            "fill": o["fill"], "times": times, "gap": gap / 100, "wshare": wshare / 100}
 
 
 def why_unsupported(p: int, m: int, **options: Any) -> str | None:
@@ -149,13 +154,14 @@ def _stage(p: int, looped_stage: int, shape: str) -> int:
     return looped_stage if shape == "loop" or chunk % 2 == 0 else chunk * p + p - 1 - w
 
 
-def worker_order(forwards: list[Op], grads: list[Op], warmup: int, lag: int, cap: int) -> list[Op]:
+def worker_order(forwards: list[Op], grads: list[Op], warmup: int, lag: int, cap: int, wshare: float = 1.0) -> list[Op]:
     """One worker's order in the 1F1B phases with a W deferral and an activation limit.
 
     Args:
       forwards: the worker's forwards in order. grads: its backwards (B, or I where split) in order.
       warmup: forwards before the first backward. lag: most W passes left waiting after an I
-        (ignored for full backwards). cap: most activations held (0: no limit).
+        (ignored for full backwards). cap: most activations held (0: no limit). wshare: share of an
+        activation held from an I to its W.
 
     Returns:
       The order: warm-up; then one forward (unless the limit holds it back) and one backward, each
@@ -163,8 +169,8 @@ def worker_order(forwards: list[Op], grads: list[Op], warmup: int, lag: int, cap
     """
     order: list[Op] = []
     waiting: deque[Op] = deque()
-    held = n_f = 0
-    limit = cap or len(forwards) + 1
+    held, n_f = 0.0, 0
+    limit = (cap or len(forwards) + 1) + 1e-9
 
     def forward() -> None:
         nonlocal held, n_f
@@ -174,20 +180,21 @@ def worker_order(forwards: list[Op], grads: list[Op], warmup: int, lag: int, cap
     def weight() -> None:
         nonlocal held
         order.append(waiting.popleft())
-        held -= 1
+        held -= wshare
 
-    while n_f < min(warmup, len(forwards)) and held < limit:
+    while n_f < min(warmup, len(forwards)) and held + 1 <= limit:
         forward()
     for grad in grads:
         if n_f < len(forwards):
-            while held >= limit and waiting:
+            while held + 1 > limit and waiting:
                 weight()
-            if held < limit:
+            if held + 1 <= limit:
                 forward()
         order.append(grad)
         if grad.kind == Kind.B:
             held -= 1
             continue
+        held -= 1 - wshare
         waiting.append(Op(Kind.W, grad.micro, grad.stage))
         while len(waiting) > lag:
             weight()
@@ -212,9 +219,9 @@ def build_order(p: int, m: int, **options: Any) -> ScheduleOrder:
     if o["fill"] == "timed":
         chunk_times = tuple(x / v for x in o["times"][:3]) + (o["times"][3],)
         orders = timed_orders(forwards, grads, o["warmup"], o["lag"], o["mem"], chunk_times, o["gap"], v * p,
-                              o["split"], placement(p, v, shape))
+                              o["split"], placement(p, v, shape), o["wshare"])
     else:
-        orders = [worker_order(forwards[w], grads[w], o["warmup"][w], o["lag"][w], o["mem"]) for w in range(p)]
+        orders = [worker_order(forwards[w], grads[w], o["warmup"][w], o["lag"][w], o["mem"], o["wshare"]) for w in range(p)]
     orders = tuple(tuple(row) for row in orders)
     layout = one_replica_layout(p, m, v * p, placement(p, v, shape))
     given = {key: value for key, value in options.items() if value != DEFAULTS[key]}

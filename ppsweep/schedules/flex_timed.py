@@ -53,6 +53,7 @@ def timed_orders(
     n_stages: int,
     split: bool,
     worker_of: list[int],
+    wshare: float = 1.0,
 ) -> list[list[Op]]:
     """Every worker's order by the list schedule of the module docstring.
 
@@ -61,7 +62,8 @@ def timed_orders(
       warmup: most forwards before each worker's first backward. lag: most W left waiting per worker.
       cap: most activations a worker holds (0: none). times: nominal ``(F, I, W, C)`` of one pass of
         one stage. gap: the shortest wait, in ``T_W``, that a W fills. n_stages: stages ``S``.
-      split: backwards split into I and W. worker_of: worker of each stage.
+      split: backwards split into I and W. worker_of: worker of each stage. wshare: share of an
+        activation held from an I to its W (the rest is freed by the I).
 
     Returns:
       The orders.
@@ -74,11 +76,11 @@ def timed_orders(
     duration = {Kind.F: t_f, Kind.I: t_i, Kind.W: t_w, Kind.B: t_i + t_w}
     finish: dict[Op, float] = {}
     clock = [0.0] * p
-    n_f, n_g, held = [0] * p, [0] * p, [0] * p
+    n_f, n_g, held = [0] * p, [0] * p, [0.0] * p
     want_forward = [True] * p
     waiting: list[deque[Op]] = [deque() for _ in range(p)]
     orders: list[list[Op]] = [[] for _ in range(p)]
-    limit = cap or 1 << 30
+    limit = (cap or 1 << 30) + 1e-9
     blocked = [False] * p
 
     def arrival(op: Op, w: int) -> tuple[float, bool]:
@@ -101,17 +103,18 @@ def timed_orders(
             held[w] += 1
             n_f[w] += 1
         elif op.kind == Kind.W:
-            held[w] -= 1
+            held[w] -= wshare
         else:
             n_g[w] += 1
             if op.kind == Kind.I:
                 waiting[w].append(Op(Kind.W, op.micro, op.stage))
+                held[w] -= 1 - wshare
             else:
                 held[w] -= 1
 
     def next_pass(w: int) -> Op | None:
         """The forward or backward worker ``w``'s 1F1B order asks for now (None: only W left)."""
-        can_f = n_f[w] < len(forwards[w]) and held[w] < limit
+        can_f = n_f[w] < len(forwards[w]) and held[w] + 1 <= limit
         can_g = n_g[w] < len(grads[w])
         if n_g[w] == 0 and n_f[w] < warmup[w] and can_f:
             return forwards[w][n_f[w]]
@@ -131,8 +134,8 @@ def timed_orders(
         t = clock[w]
         op = next_pass(w)
         must_w = waiting[w] and (len(waiting[w]) > lag[w] or op is None
-                                 or (op.kind == Kind.F and held[w] >= limit))
-        if op is not None and op.kind == Kind.F and held[w] >= limit and not waiting[w]:
+                                 or (op.kind == Kind.F and held[w] + 1 > limit))
+        if op is not None and op.kind == Kind.F and held[w] + 1 > limit and not waiting[w]:
             op = grads[w][n_g[w]] if n_g[w] < len(grads[w]) else None
         if must_w:
             run(w, waiting[w].popleft(), t)

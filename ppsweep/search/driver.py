@@ -238,8 +238,10 @@ def search(
 
     times = nominal_times(region)
     evaluate = _Evaluator(p, m, region, cap, objective, reference)
-    grid = space.grid(p, m, cap if (cap is not None and region.activation_bytes is None) else None, times)
-    variants = [strip_times(v) for v in space.variants(p, m, cap if region.activation_bytes is None else None, times)]
+    cap_mb = cap if region.activation_bytes is None else None  # the generators' limits count M_B
+    wshare = round(100 * region.w_share)
+    grid = space.grid(p, m, cap_mb, times, wshare)
+    variants = [strip_times(v) for v in space.variants(p, m, cap_mb, times, wshare)]
     unique = list({label(v): v for v in variants}.items())
     random.Random(0).shuffle(unique)
     bar = _progress(budget, stream) if progress else None

@@ -46,6 +46,8 @@ class Region:
       noise: per-operation and per-message noise (``samples > 0``), or None.
       activation_bytes: bytes of one stored activation of each profiled stage (memory caps in
         bytes), or None.
+      w_share: share of a stage's activation a split backward keeps from its I to its W (the
+        zero-bubble paper's ``M_W/M_B``; 1, the default, is the table's rule: all of it until W).
     """
 
     t_f: tuple[float, ...]
@@ -58,11 +60,12 @@ class Region:
     mode: str = "overlap"
     noise: NoiseConfig | None = None
     activation_bytes: tuple[float, ...] | None = None
+    w_share: float = 1.0
 
     @classmethod
     def of(cls, t_f: Any, t_i: Any, t_w: Any, *, latency: Any = 0.0, bandwidth: Any = np.inf, msg_bytes: float = 0.0,
            t_opt: float = 0.0, mode: str = "overlap", noise: NoiseConfig | None = None,
-           activation_bytes: Any = None) -> "Region":
+           activation_bytes: Any = None, w_share: float = 1.0) -> "Region":
         """A checked region (every bad field named in a one-line ValueError)."""
         from ppsweep.engine.comm import check_mode
 
@@ -81,9 +84,11 @@ class Region:
         if not (np.isfinite(msg_bytes) and msg_bytes >= 0):
             raise ValueError(f"msg_bytes: must be finite and >= 0, got {msg_bytes!r}")
         check_mode(mode)
+        if not 0 <= w_share <= 1:
+            raise ValueError(f"w_share: must be in [0, 1] (share of an activation kept from I to W), got {w_share!r}")
         act = None if activation_bytes is None else tuple(_stage_values("activation_bytes", activation_bytes).tolist())
         return cls(*(tuple(stages[k].tolist()) for k in ("t_f", "t_i", "t_w")), tuple(lat.tolist()), tuple(bw.tolist()),
-                   float(msg_bytes), float(t_opt), mode, noise, act)
+                   float(msg_bytes), float(t_opt), mode, noise, act, float(w_share))
 
     @classmethod
     def from_profile(cls, profile: Any, *, latency: Any = None, bandwidth: Any = None, noise: NoiseConfig | None = None,
@@ -166,12 +171,19 @@ class Figures:
 
 
 def peak_activations(table: ScheduleTable, region: Region | None = None) -> float:
-    """The busiest worker's peak stored activations: in ``M_B`` (module :class:`Figures`), or bytes with ``activation_bytes``."""
+    """The busiest worker's peak stored activations: in ``M_B`` (module :class:`Figures`), or bytes with
+    ``activation_bytes``; a split backward keeps ``region.w_share`` of its activation from its I to its W."""
+    from ppsweep.costs import _pending_profile  # the I-to-W profile, shared with the model's memory figures
+
     weights = np.asarray(table.stage_fractions, dtype=float) * table.p
     if region is not None and region.activation_bytes is not None:
         one = len(region.activation_bytes) == 1
         weights = weights * region.activation_bytes[0] if one else region.stage_costs(region.activation_bytes, table.n_stages)
-    return float(table.peak_activations_per_worker(weights).max())
+    profile = table.activation_profile(weights)
+    share = 1.0 if region is None else region.w_share
+    if table.split_backward and share < 1:
+        profile = profile - _pending_profile(table, (1 - share) * np.asarray(weights, dtype=float))
+    return float(profile.max(initial=0.0))
 
 
 def worker_starts(table: ScheduleTable, costs: Any) -> np.ndarray | None:

@@ -8,7 +8,7 @@ worker. The built-in spaces (issue 28):
   ZB-H1's depth ``p-1`` up to past ZB-H2's ``2(p-1)``), ``lag`` in ``{0, ⌈(p-1)/2⌉, p-1, 2(p-1), m}``
   (every W right after its I, …, ZB-H1's, …, all W last), ``fill`` ``lag`` or ``timed`` (W passes
   placed by playing the step at the search's nominal costs), ``gap`` ``{0, 50, 100}`` % of ``T_W``
-  (timed fill only). Spans 1F1B (lag 0: the same times where ``t_b = t_i + t_w``), ZB-H1, ZB-H2 and
+  (timed fill only), and the cap as every worker's ``mem`` limit (with the search's ``wshare``). Spans 1F1B (lag 0: the same times where ``t_b = t_i + t_w``), ZB-H1, ZB-H2 and
   what lies between; per-worker refinement of ``warmup`` and ``lag``.
 - ``b`` — interleaving: ``v`` in ``{1, 2, 4}``, ``shape`` ``loop`` or ``vee``, ``split`` on or off,
   ``warmup`` ``d`` in ``{0, ⌈(p-1)/2⌉, p-1, 2(p-1)}``, ``lag`` ``p-1``; no per-worker refinement.
@@ -36,21 +36,22 @@ class Space:
 
     Attributes:
       name: the space's name. description: one line.
-      grid: ``(p, m, cap, times) -> {option: [values…]}``; ``cap`` the activation cap in ``M_B`` or None,
-        ``times`` the nominal ``"F:I:W:C"`` of the timed fill.
+      grid: ``(p, m, cap, times, wshare) -> {option: [values…]}``; ``cap`` the activation cap in ``M_B``
+        or None, ``times`` the nominal ``"F:I:W:C"`` of the timed fill, ``wshare`` the percent of an
+        activation kept from I to W (the memory rule the cap is checked with).
       per_worker: options the local search refines worker by worker.
       rule: optional ``options -> bool`` keeping only meaningful combinations.
     """
 
     name: str
     description: str
-    grid: Callable[[int, int, float | None, str], dict[str, list[Any]]]
+    grid: Callable[..., dict[str, list[Any]]]
     per_worker: tuple[str, ...] = ()
     rule: Callable[[dict[str, Any]], bool] | None = None
 
-    def variants(self, p: int, m: int, cap: float | None, times: str) -> list[dict[str, Any]]:
+    def variants(self, p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> list[dict[str, Any]]:
         """Every combination of the grid's values that passes :attr:`rule` (options as a dict)."""
-        grid = self.grid(p, m, cap, times)
+        grid = self.grid(p, m, cap, times, wshare)
         keys = list(grid)
         out = []
         for values in itertools.product(*(grid[k] for k in keys)):
@@ -70,20 +71,20 @@ def _lags(p: int, m: int) -> list[int]:
     return sorted({0, math.ceil((p - 1) / 2), p - 1, min(2 * (p - 1), m), m})
 
 
-def _grid_a(p: int, m: int, cap: float | None, times: str) -> dict[str, list[Any]]:
+def _grid_a(p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> dict[str, list[Any]]:
     return {"warmup": list(range(p - 1, min(2 * p + 1, m) + 1)), "lag": _lags(p, m), "fill": ["lag", "timed"],
-            "gap": [0, 50, 100], "times": [times]}
+            "gap": [0, 50, 100], "times": [times], "mem": [min(m, int(cap)) if cap else 0], "wshare": [wshare]}
 
 
-def _grid_b(p: int, m: int, cap: float | None, times: str) -> dict[str, list[Any]]:
+def _grid_b(p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> dict[str, list[Any]]:
     return {"v": [1, 2, 4], "shape": ["loop", "vee"], "split": [True, False],
             "warmup": sorted({0, math.ceil((p - 1) / 2), p - 1, 2 * (p - 1)}), "lag": [p - 1]}
 
 
-def _grid_c(p: int, m: int, cap: float | None, times: str) -> dict[str, list[Any]]:
+def _grid_c(p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> dict[str, list[Any]]:
     top = min(m, int(cap)) if cap else 2 * p
     mems = list(range(max(1, math.ceil(top / 2)), top + 1)) if cap else [p, 2 * p]
-    return {**_grid_a(p, m, cap, times), "mem": [x for x in mems if x <= m]}
+    return {**_grid_a(p, m, cap, times, wshare), "mem": [x for x in mems if x <= m]}
 
 
 def _rule_a(options: dict[str, Any]) -> bool:
@@ -114,7 +115,11 @@ def get_space(name: str) -> Space:
 
 
 def strip_times(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` without ``times`` and ``gap`` where the fill is not timed (they change nothing there)."""
-    if options.get("fill", "lag") == "timed":
-        return options
-    return {k: v for k, v in options.items() if k not in ("times", "gap")}
+    """``options`` without those that change nothing: ``times`` and ``gap`` where the fill is not timed,
+    ``wshare`` without a ``mem`` limit, options at their defaults."""
+    from ppsweep.schedules.flex import DEFAULTS
+
+    drop = set() if options.get("fill", "lag") == "timed" else {"times", "gap"}
+    if not options.get("mem"):
+        drop.add("wshare")
+    return {k: v for k, v in options.items() if k not in drop and v != DEFAULTS.get(k, object())}
