@@ -3,17 +3,18 @@
 Every worker runs the **1F1B phases** (:func:`ppsweep.schedules.phases.one_f_one_b`'s: warm-up
 forwards, then one forward and one backward, then the remaining backwards), with these options:
 
-- ``warmup`` — forwards before a worker's first backward. An integer ``d`` in ``[0, v·m]``:
+- ``warmup`` — forwards before a worker's first backward. An integer ``d >= 0``:
   worker ``w`` runs ``(v-1)·r + ceil(d·(p-1-w)/(p-1))`` (``r`` microbatches per round,
   :func:`~ppsweep.schedules.phases.rounds_of`), so ``d = p-1`` is 1F1B's (and ZB-H1's) depth and
   ``d = 2(p-1)`` ZB-H2's (``vee``: every worker ``(v-1)·r + d``, since its chunks' forwards flow
-  both ways a depth that grows one way deadlocks); or ``p`` integers ``k0:k1:…`` in ``[0, v·m]``, one per worker.
+  both ways a depth that grows one way deadlocks); or ``p`` integers ``k0:k1:…`` >= 0, one per
+  worker. Depths past ``v·m`` (all the forwards) count as ``v·m``.
   Default (None): ``p-1``.
 - ``lag`` — W deferral: the weight-gradient pass W of a worker's ``n``-th input-gradient pass I
   runs once more than ``lag`` W passes wait (so it trails its I by ``lag`` backwards); the waiting
-  W passes close the order. An integer ``L`` in ``[0, v·m]``: worker ``w`` defers
+  W passes close the order. An integer ``L >= 0``: worker ``w`` defers
   ``ceil(L·w/(p-1))`` (``L = p-1``: ZB-H1's ``w``; 0: every W right after its I); or ``p``
-  integers, one per worker. Default (None): ``p-1``. Ignored without ``split``.
+  integers >= 0, one per worker (past ``v·m``: as ``v·m``, every W last). Default (None): ``p-1``. Ignored without ``split``.
 - ``mem`` — per-worker activation limit, as the zero-bubble scheduler's ``mem_limit``: a worker
   never holds more than ``mem`` microbatches' activations of its stages (``mem·v`` chunk
   activations; an F stores one, its B frees it, or its I frees all but ``wshare`` percent — an
@@ -34,9 +35,10 @@ forwards, then one forward and one backward, then the remaining backwards), with
   (:func:`~ppsweep.schedules.phases.round_robin`).
 
 Special cases (tested equal, order for order): ``split=false@warmup=p-1`` is 1F1B;
-``warmup=p-1@lag=p-1`` ZB-H1; ``warmup=2(p-1)@lag=p-1`` the hand-made ZB-H2 of
-:mod:`ppsweep.schedules.zb_h2`; with ``v = 2``, ``split=false@warmup=2(p-1)`` interleaved 1F1B and
-``warmup=p-1@lag=p-1`` interleaved zero bubble.
+``warmup=p-1@lag=p-1`` ZB-H1; ``warmup=2(p-1)@lag=2(p-1)`` ZB-H2 (the paper's parallelogram,
+:mod:`ppsweep.schedules.zb_h2`) and ``warmup=2(p-1)@lag=p-1`` its trapezoid (``zb_h2@lag=1``); with
+``v = 2``, ``split=false@warmup=2(p-1)`` interleaved 1F1B and ``warmup=p-1@lag=p-1`` interleaved
+zero bubble.
 
 **Operating range**: ``p >= 2``, ``m >= 1``, ``m`` a multiple of ``max(1, m // p)`` where ``v >= 2``
 (the rule of interleaved 1F1B). An option outside its range is an unsupported point with a
@@ -52,7 +54,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ppsweep.schedules.base import Schedule, ScheduleOrder, no_formula, one_replica_layout
+from ppsweep.schedules.base import (
+    Schedule,
+    ScheduleOrder,
+    no_formula,
+    one_replica_layout,
+)
 from ppsweep.schedules.flex_timed import parse_times, timed_orders
 from ppsweep.schedules.phases import looped_placement, round_robin, rounds_of
 from ppsweep.tables.ops import Kind, Op
@@ -101,7 +108,7 @@ def resolve(p: int, m: int, **options: Any) -> dict[str, Any] | str:
     o = {**DEFAULTS, **options}
     v, mem = _int("v", o["v"]), _int("mem", o["mem"])
     if not isinstance(o["split"], bool):
-        raise ValueError(f"flex: option split must be true or false, got {o['split']!r}")
+        raise ValueError(f"flex: option split must be true or false, got {o['split']!r}")  # noqa: TRY004 - bad input is a ValueError here
     if o["shape"] not in SHAPES:
         raise ValueError(f"flex: option shape must be one of {', '.join(SHAPES)}, got {o['shape']!r}")
     if o["fill"] not in FILLS:
@@ -123,9 +130,10 @@ def resolve(p: int, m: int, **options: Any) -> dict[str, Any] | str:
     for name, values in (("warmup", warmup), ("lag", lag)):
         if isinstance(values, str):
             return values
-        bad = [x for x in values if not 0 <= x <= v * m]
+        bad = [x for x in values if x < 0]
         if bad:
-            return f"option {name} must give every worker a value in [0, v*m={v * m}], got {bad[0]}"
+            return f"option {name} must give every worker a value >= 0, got {bad[0]}"
+    warmup, lag = ([min(x, v * m) for x in values] for values in (warmup, lag))  # v*m: all of them
     if gap < 0:
         return f"option gap must be >= 0 (percent of T_W), got {gap}"
     wshare = _int("wshare", o["wshare"])
@@ -211,7 +219,7 @@ def build_order(p: int, m: int, **options: Any) -> ScheduleOrder:
     """
     o = resolve(p, m, **options)
     if isinstance(o, str):
-        raise ValueError(f"flex at p={p}, m={m}: {o}")
+        raise ValueError(f"flex at p={p}, m={m}: {o}")  # noqa: TRY004 - o is the reason
     v, shape = o["v"], o["shape"]
     grad_kind = Kind.I if o["split"] else Kind.B
     forwards = [[Op(Kind.F, j, _stage(p, s, shape)) for s, j in round_robin(p, m, v, w, backward=False)] for w in range(p)]

@@ -11,7 +11,9 @@ the same idea as a list scheduler over the 1F1B phases, written for ppsweep:
   ``gap``·``T_W`` (``gap`` in percent) and a W waits, the oldest W runs first — and a W runs
   regardless once more than ``lag`` wait, or before a forward that would pass the ``mem`` limit;
 - an input not yet computed arrives no earlier than its producer's clock plus its duration and
-  one message; a worker that cannot tell yet waits for the next decision elsewhere;
+  one message; where the next pass's input is not computed yet but the other kind's is, that one
+  runs first (the alternation would otherwise wait on a neighbour its memory limit holds back);
+  a worker that cannot tell yet waits for the next decision elsewhere;
 - the W passes left close the order.
 
 Times are nominal, per stage of a whole worker (``times = "F:I:W:C"``; chunks take ``1/v`` of
@@ -112,9 +114,12 @@ def timed_orders(
             else:
                 held[w] -= 1
 
+    def next_f_allowed(w: int) -> bool:
+        return n_f[w] < len(forwards[w]) and held[w] + 1 <= limit
+
     def next_pass(w: int) -> Op | None:
         """The forward or backward worker ``w``'s 1F1B order asks for now (None: only W left)."""
-        can_f = n_f[w] < len(forwards[w]) and held[w] + 1 <= limit
+        can_f = next_f_allowed(w)
         can_g = n_g[w] < len(grads[w])
         if n_g[w] == 0 and n_f[w] < warmup[w] and can_f:
             return forwards[w][n_f[w]]
@@ -126,7 +131,9 @@ def timed_orders(
     while remaining or any(waiting):
         free = [w for w in range(p) if not blocked[w] and (n_f[w] + n_g[w] < len(forwards[w]) + len(grads[w]) or waiting[w])]
         if not free:
-            from ppsweep.tables.table import OrderDeadlockError  # here: tables import the schedules
+            from ppsweep.tables.table import (
+                OrderDeadlockError,  # here: tables import the schedules
+            )
 
             stuck = "; ".join(f"worker {w} waits at {next_pass(w)}" for w in range(p) if blocked[w])
             raise OrderDeadlockError(f"schedule 'flex' (fill=timed) deadlocks: {stuck}")
@@ -141,7 +148,7 @@ def timed_orders(
             run(w, waiting[w].popleft(), t)
         else:
             when, known = arrival(op, w)
-            if when <= t:
+            if known and when <= t:
                 start = t
             elif waiting[w] and when - t >= gap * t_w:
                 run(w, waiting[w].popleft(), t)
@@ -150,8 +157,17 @@ def timed_orders(
             elif known:
                 start = when
             else:
-                blocked[w] = True
-                continue
+                # its input is not computed yet: the other pass, if its inputs are known (1F1B's
+                # alternation would otherwise wait on a neighbour held back by its memory limit)
+                if op.kind == Kind.F:
+                    other = grads[w][n_g[w]] if n_g[w] < len(grads[w]) else None
+                else:
+                    other = forwards[w][n_f[w]] if next_f_allowed(w) else None
+                when, known = arrival(other, w) if other is not None and other != op else (0.0, False)
+                if not known:
+                    blocked[w] = True
+                    continue
+                op, start = other, max(t, when)
             run(w, op, start)
             remaining -= 1
             if n_g[w] > 0 or n_f[w] > warmup[w]:  # past the warm-up: the passes alternate

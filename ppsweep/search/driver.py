@@ -26,13 +26,21 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
-from ppsweep.search.region import OBJECTIVES, Figures, Region, figures, peak_activations, score
+from ppsweep.search.region import (
+    OBJECTIVES,
+    Figures,
+    Region,
+    figures,
+    peak_activations,
+    score,
+)
 from ppsweep.search.spaces import Space, get_space, label, strip_times
 
 #: Hand-made schedules the winner is compared with (those that run at ``(p, m)`` and fit the cap).
@@ -76,9 +84,9 @@ class SearchResult:
 
     def summary(self) -> str:
         """A few lines for people: the winners, the incumbents, the margin."""
-        lines = [f"search space={self.space} p={self.p} m={self.m} objective={self.objective} cap={self.cap}: "
-                 f"{self.evaluated} candidates in {self.seconds:.1f} s ({len(self.invalid)} invalid, "
-                 f"{len(self.over_cap)} over the cap)"]
+        lines = [(f"search space={self.space} p={self.p} m={self.m} objective={self.objective} cap={self.cap}: "
+                  f"{self.evaluated} candidates in {self.seconds:.1f} s ({len(self.invalid)} invalid, "
+                  f"{len(self.over_cap)} over the cap)")]
         for title, rows in (("best", self.best), ("hand-made", self.incumbents)):
             lines.append(f"{title}:")
             for c in rows:

@@ -65,7 +65,7 @@ class Region:
     @classmethod
     def of(cls, t_f: Any, t_i: Any, t_w: Any, *, latency: Any = 0.0, bandwidth: Any = np.inf, msg_bytes: float = 0.0,
            t_opt: float = 0.0, mode: str = "overlap", noise: NoiseConfig | None = None,
-           activation_bytes: Any = None, w_share: float = 1.0) -> "Region":
+           activation_bytes: Any = None, w_share: float = 1.0) -> Region:
         """A checked region (every bad field named in a one-line ValueError)."""
         from ppsweep.engine.comm import check_mode
 
@@ -92,7 +92,7 @@ class Region:
 
     @classmethod
     def from_profile(cls, profile: Any, *, latency: Any = None, bandwidth: Any = None, noise: NoiseConfig | None = None,
-                     mode: str = "overlap") -> "Region":
+                     mode: str = "overlap") -> Region:
         """The region of a :class:`ppsweep.cost_profile.CostProfile` (PROFILE_SCHEMA.md).
 
         Its message is ``msg_time`` (taken as the latency, bandwidth ``inf``) or ``alpha``,
@@ -173,7 +173,9 @@ class Figures:
 def peak_activations(table: ScheduleTable, region: Region | None = None) -> float:
     """The busiest worker's peak stored activations: in ``M_B`` (module :class:`Figures`), or bytes with
     ``activation_bytes``; a split backward keeps ``region.w_share`` of its activation from its I to its W."""
-    from ppsweep.costs import _pending_profile  # the I-to-W profile, shared with the model's memory figures
+    from ppsweep.costs import (
+        _pending_profile,  # the I-to-W profile, shared with the model's memory figures
+    )
 
     weights = np.asarray(table.stage_fractions, dtype=float) * table.p
     if region is not None and region.activation_bytes is not None:
@@ -221,11 +223,11 @@ def figures(table: ScheduleTable, region: Region) -> Figures | str:
     costs = region.table_costs(table)
     if isinstance(costs, str):
         return costs
-    clean = simulate(table, costs, region.mode)
+    clean = simulate(table, costs, region.mode, method="scan")  # the envelope's compilation does not pay for one table
     bubble = zb_bubble(table, costs, np.asarray(clean.worker_finish), region.busy())
     t = np.asarray(clean.t_sim, dtype=float)
     if region.noise is not None and region.noise.enabled:
-        t = np.asarray(simulate(table, costs, region.mode, noise=region.noise, finish=False).t_sim, dtype=float)
+        t = np.asarray(simulate(table, costs, region.mode, noise=region.noise, finish=False, method="scan").t_sim, dtype=float)
     return Figures(t, float(t.mean()), float(t.max()), float(np.percentile(t, 95)), bubble, peak_activations(table, region))
 
 
