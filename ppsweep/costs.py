@@ -322,7 +322,8 @@ class SystemConfig:
         (None: no cap).
       optimizer_time: seconds of one optimizer update per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
-        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``.
+        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``. In a
+        config also a measured credit's name (:mod:`ppsweep.overlap_credits`).
     """
 
     peak_flops: float
@@ -338,7 +339,12 @@ class SystemConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "SystemConfig":
-        """Validated config from a mapping (e.g. Hydra's ``cfg.system``)."""
+        """Validated config from a mapping (e.g. Hydra's ``cfg.system``); ``fb_overlap`` may name a
+        measured credit (:mod:`ppsweep.overlap_credits`, e.g. ``deepseek_a2a``)."""
+        from ppsweep.overlap_credits import resolve_fb_overlap
+
+        if "fb_overlap" in values:
+            values = {**values, "fb_overlap": resolve_fb_overlap(values["fb_overlap"])}
         return _from_mapping(cls, "system", values)
 
     def check(self) -> None:

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ppsweep.tables.build import check_positive_int, resolve_options
 from ppsweep.engine.comm import check_mode
 from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.cost_profile import CostProfile, load_cost_profile
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
 
@@ -61,6 +62,11 @@ JOB_KEYS = ("shard", "finalize", "dry_run")
 #: SweepSpec fields that cannot change a stored value, with the reason.
 NOT_IN_IDENTITY: dict[str, str] = {
     "name": "names the store's file; the values do not depend on it",
+}
+#: SweepSpec fields left out of the identity while None (their default), so that the stores written
+#: before the field existed keep their fingerprint; any other value is in the identity.
+ABSENT_WHEN_NONE: dict[str, str] = {
+    "profile": "costs=model (the cost model); a profile's values are in the identity",
 }
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {
@@ -103,6 +109,8 @@ class SweepSpec:
         ``fits``), or None (no dimension).
       noise: the noise model (:mod:`ppsweep.engine.noise`); with ``noise.samples > 0`` a ``sample``
         dimension comes last.
+      profile: profiled costs (``costs=profile``, :mod:`ppsweep.cost_profile`) in place of the cost
+        model's, or None (the model's).
     """
 
     name: str
@@ -125,6 +133,7 @@ class SweepSpec:
     recompute: tuple[str, ...] | None = None
     memory_capacity: np.ndarray | None = None
     noise: NoiseConfig = NoiseConfig()
+    profile: CostProfile | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -264,6 +273,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     if not modes:
         raise ValueError("comm.mode: must name at least one mode (overlap, blocking, contention, ...), got []")
     compute = cfg.get("compute")
+    profile = _profile(cfg.get("costs"))
+    if profile is not None:
+        _check_profile_sweep(cfg, profile, system)
     engine = cfg.get("engine") or {}
     slots = cfg.get("slots") or {}
     dtype = engine.get("dtype", "float64")
@@ -278,8 +290,8 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         comm=modes,
         comm_axis=comm_axis,
         compute=None if compute is None else _axis("compute", compute, positive=True),
-        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=system.bandwidth),
-        latency=_axis("latency", cfg.get("latency"), positive=False, default=system.latency),
+        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)),
+        latency=_axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)),
         model=model,
         system=system,
         f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
@@ -290,6 +302,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
+        profile=profile,
     )
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
@@ -301,6 +314,80 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
 
     check_method(spec.method)
     return spec
+
+
+def profile_path(costs: Any, base_dir: str | os.PathLike | None = None) -> Path | None:
+    """The absolute path of ``costs.profile`` (relative: to ``base_dir``, default the current directory), or None (``costs=model``).
+
+    Raises:
+      ValueError: ``costs`` is not a mapping, or ``costs.profile`` is missing or not a path.
+    """
+    if costs is None:
+        return None
+    if not isinstance(costs, Mapping):
+        raise ValueError(f"costs: choose costs=model or costs=profile costs.profile=FILE, got {costs!r}")
+    unknown = sorted(set(costs) - {"profile"})
+    if unknown:
+        raise ValueError(f"costs.{unknown[0]}: unknown key; accepted: profile (with costs=profile)")
+    if "profile" not in costs:
+        return None
+    path = costs["profile"]
+    if path in (None, "???") or not isinstance(path, str) or not path:
+        raise ValueError("costs.profile: missing; give the profiled-costs file, costs=profile costs.profile=path.yaml")
+    path = Path(os.path.expanduser(path))
+    return (Path(base_dir) / path if base_dir is not None and not path.is_absolute() else path).absolute()
+
+
+def _profile(costs: Any) -> CostProfile | None:
+    """The profile named by ``costs.profile`` (None: ``costs=model``); a bad file: ValueError naming the file and the field."""
+    path = profile_path(costs)
+    if path is None:
+        return None
+    try:
+        return load_cost_profile(path)
+    except ValueError as error:
+        message = str(error)
+        raise ValueError(message if message.startswith("costs.profile") else f"costs.profile: {path}: {message}") from None
+
+
+def _check_profile_sweep(cfg: Mapping[str, Any], profile: CostProfile, system: SystemConfig) -> None:
+    """Refuse the keys a profile replaces or cannot serve (docs/contract.md §3a)."""
+    if cfg.get("compute") is not None:
+        raise ValueError("compute: scales the cost model's roofline; with costs=profile the times are measured: set compute=null")
+    if cfg.get("recompute") is not None:
+        raise ValueError("recompute: the cost model's recomputation modes; with costs=profile the times are measured with one: set recompute=null")
+    if not profile.has_memory:
+        for key, value in (("memory_capacity", cfg.get("memory_capacity")), ("system.memory_capacity", system.memory_capacity)):
+            if value is not None:
+                raise ValueError(f"{key}: needs the profile's memory (memory: {{activation_bytes, persistent_bytes}}); set {key}=null or add it to the file")
+    if profile.message_is_time:
+        for key in ("bandwidth", "latency"):
+            if cfg.get(key) is not None:
+                raise ValueError(
+                    f"{key}: the profile gives the message time (message.time), so bandwidth and latency cannot be swept; "
+                    "set bandwidth=null latency=null, or give the profile's message as {alpha, beta, bytes}"
+                )
+    if profile.t_fb is not None and system.fb_overlap != 0:
+        raise ValueError("system.fb_overlap: the profile gives t_fb (the pair's measured time); set system.fb_overlap=0")
+    if profile.t_opt is not None and system.optimizer_time != 0:
+        raise ValueError("system.optimizer_time: the profile gives t_opt; set system.optimizer_time=0")
+
+
+def _network_default(profile: CostProfile | None, name: str, system_value: float) -> float:
+    """The bandwidth (``beta``) or latency (``alpha``) a sweep takes when it does not set the axis.
+
+    The system's under the cost model; the profile's ``alpha``/``beta``; for a message time
+    (``message: {time: T}``), latency ``T`` and the system's bandwidth (no bytes: it has no effect).
+    """
+    if profile is None:
+        return system_value
+    alpha, beta, _ = profile.network()
+    if profile.message_is_time:
+        return alpha if name == "alpha" else system_value
+    value = alpha if name == "alpha" else beta
+    if not np.isfinite(value):
+        raise ValueError(f"bandwidth: the profile's message.beta is {value}; give the sweep's bandwidth=[...] (finite bytes/s)")
+    return value
 
 
 def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
@@ -443,6 +530,8 @@ def config_yaml(cfg: Mapping[str, Any] | DictConfig) -> str:
     with open_dict(stored):
         for key in ("hydra", *JOB_KEYS):
             stored.pop(key, None)
+        if not stored.get("costs"):  # costs=model: the config as before profiles existed
+            stored.pop("costs", None)
     return OmegaConf.to_yaml(stored)
 
 
@@ -463,6 +552,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
     """
     container = _container(cfg)
     container.pop("hydra", None)
+    path = profile_path(container.get("costs"), base_dir)
+    if path is not None:  # resolved once, recorded absolute (the store's config, every shard's job)
+        container["costs"] = {**container["costs"], "profile": str(path)}
     spec = spec_from_config(container)
     shards, shard = check_shards(container.get("shards", 1), container.get("shard"), len(spec.units()))
     flags = {}
