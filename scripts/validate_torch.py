@@ -1,0 +1,122 @@
+"""PyTorch's pipeline schedules run for real on this machine, held against ppsweep's predictions.
+
+    python scripts/validate_torch.py [--quick] [--json docs/validate_torch.json] [--figure docs/validate_torch.png]
+
+Needs torch (``pip install -e '.[validate]'``). Three experiments, each one process group of
+spawned ranks over gloo on localhost (``ppsweep.measure.validate``):
+
+- ``real p=2``: real compute, each physical stage 4 Linear(512)+tanh layers, 32 rows a microbatch;
+- ``sleep p=4`` and ``sleep p=8``: emulated compute, stages sleeping unequal set times
+  (forward 6-9 ms, input and weight gradients each as long as the forward).
+
+Each calibrates once from a profiler trace of PyTorch's 1F1B (``ppsweep.calibrate``'s fit) and
+predicts every other schedule in every communication mode; prints per (schedule, p, m) the
+measured median (5 steps after 2 warm-up steps), its spread, each mode's prediction and error, and
+the error summary with the ranking agreement. ``--quick``: p = 2 and 4 only, fewer m (about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ppsweep.engine.comm import MODES
+from ppsweep.measure.torch_runtime import Workload
+from ppsweep.measure.validate import (
+    Experiment,
+    format_rows,
+    format_summary,
+    run_experiment,
+    summary,
+)
+
+SLEEP_F = (0.006, 0.008, 0.007, 0.009, 0.006, 0.008, 0.007, 0.009)
+
+
+def sleep_work(p: int) -> Workload:
+    """Unequal emulated stages: forward 6-9 ms, input and weight gradients each the forward's time."""
+    f = SLEEP_F[:p]
+    return Workload("sleep", t_f=f, t_i=f, t_w=f, hidden=512, rows=32)
+
+
+def experiments(quick: bool) -> list[Experiment]:
+    """The full run's experiments (or the quick run's)."""
+    real = Workload("mlp", layers=(4, 4), hidden=512, rows=32)
+    if quick:
+        return [Experiment("real", 2, real, (4, 8), calibrate_m=8, steps=5),
+                Experiment("sleep", 4, sleep_work(4), (8,), calibrate_m=8, steps=5)]
+    return [Experiment("real", 2, real, (4, 8, 16), calibrate_m=8),
+            Experiment("sleep", 4, sleep_work(4), (4, 8, 16), calibrate_m=8),
+            Experiment("sleep", 8, sleep_work(8), (8, 16), calibrate_m=16)]
+
+
+def plot(rows, path: Path) -> None:
+    """Predicted against measured step time, one marker per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    markers = dict(zip(MODES, "o^sx"))
+    for mode in MODES:
+        ax.scatter([1e3 * r.measured for r in rows], [1e3 * r.predicted[mode] for r in rows],
+                   marker=markers[mode], s=22, label=mode, alpha=0.7)
+    hi = 1.1e3 * max(max(r.measured, *r.predicted.values()) for r in rows)
+    ax.plot([0, hi], [0, hi], "k-", lw=0.8)
+    for f in (0.95, 1.05):
+        ax.plot([0, hi], [0, f * hi], "k:", lw=0.6)
+    ax.set(xscale="log", yscale="log", xlabel="measured step, ms (PyTorch, gloo, this machine)",
+           ylabel="predicted step, ms (ppsweep, calibrated on 1F1B)", title="Held against measurements")
+    ax.legend(title="comm mode")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about a minute)")
+    parser.add_argument("--json", type=Path, help="write the rows and summary as JSON")
+    parser.add_argument("--figure", type=Path, help="write the predicted-vs-measured PNG")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("error: torch is not installed; pip install -e '.[validate]'", file=sys.stderr)
+        return 2
+    start = time.time()
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
+    print(f"machine: {machine}")
+    rows, record = [], []
+    for exp in experiments(args.quick):
+        result = run_experiment(exp)
+        print(f"\n## {exp.name} p={exp.p}: calibrated from 1F1B m={exp.calibrate_m}\n{result.fit.summary()}\n")
+        print(format_rows(result.rows))
+        for refused in result.refused:
+            print(f"refused by PyTorch: {refused.schedule} p={refused.p} m={refused.m}: {refused.refused}")
+        print(f"\n{format_summary(result.rows)}")
+        rows += result.rows
+        record.append({"experiment": exp.name, "p": exp.p, "fit": result.fit.profile.to_mapping(),
+                       "overhead_s": result.fit.overhead,
+                       "rows": [vars(r) for r in result.rows]})
+    print(f"\n## all experiments ({len(rows)} configurations)\n{format_summary(rows)}")
+    print(f"\nwall time {time.time() - start:.0f} s; load now {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine, "experiments": record,
+                                         "summary": {mode: summary(rows, mode) for mode in MODES}}, indent=1))
+    if args.figure:
+        plot(rows, args.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
