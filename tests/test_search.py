@@ -120,3 +120,22 @@ def test_exported_csv_loads_in_pytorch(tmp_path, row, region):
     path.write_text("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n")
     with pytest.raises(ValueError, match="PyTorch rejected"):
         check_with_torch(path, 2, 2, 2)
+
+
+def test_profiled_costs_drive_the_search(tmp_path, capsys):
+    """A profiled-costs file (ppsweep.cost_profile) is the region: per-stage times, its message."""
+    from ppsweep.cost_profile import load_cost_profile
+    from ppsweep.search.cli import main
+
+    path = tmp_path / "costs.yaml"
+    path.write_text("format: ppsweep-costs/1\nt_f: [1.0, 1.2, 1.2, 1.0]\nt_i: [1.0, 1.1, 1.1, 1.0]\n"
+                    "t_w: [0.5, 0.6, 0.6, 0.5]\nmessage: {time: 0.05}\n")
+    region = Region.from_profile(load_cost_profile(path))
+    assert region.latency == (0.05,) and region.bandwidth == (math.inf,) and region.t_f == (1.0, 1.2, 1.2, 1.0)
+    table = build_schedule("interleaved_1f1b@v=2", 4, 8)  # 8 stages: each profiled stage cut in two
+    same = Region.of([0.5, 0.5, 0.6, 0.6, 0.6, 0.6, 0.5, 0.5], [0.5, 0.5, 0.55, 0.55, 0.55, 0.55, 0.5, 0.5],
+                     [0.25, 0.25, 0.3, 0.3, 0.3, 0.3, 0.25, 0.25], latency=0.05)
+    assert figures(table, region).t_sim == pytest.approx(figures(table, same).t_sim, rel=1e-12)
+    assert main(["--space", "a", "--p", "4", "--m", "8", "--profile", str(path), "--cap", "4", "--budget", "10",
+                 "--out", str(tmp_path / "p.zarr")]) == 0
+    assert "margin over the best hand-made" in capsys.readouterr().out

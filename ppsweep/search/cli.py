@@ -78,11 +78,8 @@ def _region(args: argparse.Namespace):
             raise UsageError("give either --profile or --t-f/--t-i/--t-w, not both")
         from ppsweep.cost_profile import load_cost_profile
 
-        region = Region.from_profile(load_cost_profile(args.profile), noise=noise, mode=args.mode, **grid)
-        return region if args.w_share == 1.0 else Region.of(
-            region.t_f, region.t_i, region.t_w, latency=region.latency, bandwidth=region.bandwidth,
-            msg_bytes=region.msg_bytes, t_opt=region.t_opt, mode=region.mode, noise=noise,
-            activation_bytes=region.activation_bytes, w_share=args.w_share)
+        return Region.from_profile(load_cost_profile(args.profile), noise=noise, mode=args.mode, w_share=args.w_share,
+                                   **grid)
     missing = [k for k in ("t_f", "t_i", "t_w") if getattr(args, k) is None]
     if missing:
         raise UsageError(f"--{missing[0].replace('_', '-')}: required without --profile (seconds per microbatch)")

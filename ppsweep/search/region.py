@@ -1,11 +1,14 @@
 """Where a searched schedule must be good: one point or a region of costs, with noise, and the figures a table gets there.
 
 A :class:`Region` holds the compute costs of the model's stages (``t_f``, ``t_i``, ``t_w`` per
-*profiled* stage, seconds per microbatch: a scalar for every stage, or one value per stage), the
-message (``msg_bytes`` over grids of ``latency`` and ``bandwidth``) and optional noise. Every table
-is costed the way :mod:`ppsweep.cost_profile` costs a profile (PROFILE_SCHEMA's stage-count rule):
-a table with ``S = k·S_prof`` stages splits each profiled stage into ``k`` consecutive chunks of
-``1/k`` of its times; ``S_prof = k·S`` merges ``k`` consecutive profiled stages (times summed).
+*profiled* stage, seconds per microbatch: one value for every worker's stage, or one value per
+profiled stage), the message (``msg_bytes`` over grids of ``latency`` and ``bandwidth``) and
+optional noise. Every table is costed the way :mod:`ppsweep.cost_profile` costs a profile
+(PROFILE_SCHEMA's stage-count rule, :func:`ppsweep.cost_profile.stage_values`): a table with
+``S = k·S_prof`` stages splits each profiled stage into ``k`` consecutive chunks of ``1/k`` of its
+times; ``S_prof = k·S`` merges ``k`` consecutive profiled stages (times summed). One value counts
+as ``p`` profiled stages: the search compares tables of different stage counts for one model, so
+a table with ``v`` chunks per worker gives each chunk ``1/v`` of it.
 
 :func:`figures` runs the engine once per table over the whole grid (``ppsweep.engine.simulate`` on
 broadcast arrays: ``(latency, bandwidth)`` points, with noise a trailing ``sample`` axis), in memory.
@@ -92,53 +95,46 @@ class Region:
 
     @classmethod
     def from_profile(cls, profile: Any, *, latency: Any = None, bandwidth: Any = None, noise: NoiseConfig | None = None,
-                     mode: str = "overlap") -> Region:
+                     mode: str = "overlap", w_share: float = 1.0) -> Region:
         """The region of a :class:`ppsweep.cost_profile.CostProfile` (PROFILE_SCHEMA.md).
 
-        Its message is ``msg_time`` (taken as the latency, bandwidth ``inf``) or ``alpha``,
-        ``beta``, ``msg_bytes``; ``latency``/``bandwidth`` given here replace the profile's (a grid).
+        Its message (:meth:`~ppsweep.cost_profile.CostProfile.network`: ``msg_time`` is the latency
+        with bandwidth ``inf``); ``latency``/``bandwidth`` given here replace the profile's (a grid).
+        A profile of scalars is read as one value per worker's stage (the search compares tables of
+        different stage counts for one model: ``v`` chunks take ``1/v`` each).
         """
-        msg_time = getattr(profile, "msg_time", None)
-        alpha = msg_time if msg_time is not None else getattr(profile, "alpha", 0.0)
-        beta = np.inf if msg_time is not None else getattr(profile, "beta", np.inf)
-        msg_bytes = 0.0 if msg_time is not None else getattr(profile, "msg_bytes", 0.0)
-        memory = getattr(profile, "activation_bytes", None)
+        alpha, beta, msg_bytes = profile.network()
         return cls.of(profile.t_f, profile.t_i, profile.t_w, latency=alpha if latency is None else latency,
-                      bandwidth=beta if bandwidth is None else bandwidth, msg_bytes=msg_bytes or 0.0,
-                      t_opt=getattr(profile, "t_opt", 0.0) or 0.0, mode=mode, noise=noise, activation_bytes=memory)
+                      bandwidth=beta if bandwidth is None else bandwidth, msg_bytes=msg_bytes,
+                      t_opt=profile.t_opt or 0.0, mode=mode, noise=noise, activation_bytes=profile.activation_bytes,
+                      w_share=w_share)
 
     @property
     def shape(self) -> tuple[int, int]:
         """Points of the grid: ``(len(latency), len(bandwidth))``."""
         return (len(self.latency), len(self.bandwidth))
 
-    @staticmethod
-    def stage_costs(values: tuple[float, ...], n_stages: int) -> np.ndarray | None:
-        """Per-stage values of several profiled stages for a table of ``n_stages`` stages (the stage-count
-        rule), None where it does not apply."""
-        a = np.asarray(values, dtype=float)
-        if n_stages % len(a) == 0:
-            k = n_stages // len(a)
-            return np.repeat(a / k, k)
-        if len(a) % n_stages == 0:
-            return a.reshape(n_stages, -1).sum(axis=1)
-        return None
+    def per_stage(self, values: tuple[float, ...], table: ScheduleTable) -> np.ndarray | str:
+        """``values`` on the table's stages, or why they do not map: one value is a whole worker's stage
+        (``p`` profiled stages); several follow the profiled-costs rule (:func:`ppsweep.cost_profile.stage_values`)."""
+        from ppsweep.cost_profile import stage_values
+
+        try:
+            return stage_values(values * table.p if len(values) == 1 else values, len(values) * table.p if len(values) == 1
+                                else len(values), table.n_stages)
+        except ValueError as error:
+            return str(error)
 
     def table_costs(self, table: ScheduleTable):
         """The engine's :class:`~ppsweep.engine.costs.Costs` of ``table`` over the grid, or a one-line reason why not."""
         from ppsweep.engine.costs import Costs
 
-        per_worker_stages = table.n_stages / table.p  # chunks per worker (1/v of a whole stage each)
         stage = {}
         for name in ("t_f", "t_i", "t_w"):
-            values = getattr(self, name)
-            if len(values) == 1:  # one figure for a whole worker's stage: chunks take their share
-                stage[name] = np.full(table.n_stages, values[0] / per_worker_stages)
-            else:
-                costed = self.stage_costs(values, table.n_stages)
-                if costed is None:
-                    return f"{len(values)} profiled stages do not divide or multiply into the table's {table.n_stages}"
-                stage[name] = costed
+            costed = self.per_stage(getattr(self, name), table)
+            if isinstance(costed, str):
+                return costed
+            stage[name] = costed
         lat = np.asarray(self.latency)[:, None]
         bw = np.asarray(self.bandwidth)[None, :]
         return Costs.of(table.n_stages, stage["t_f"], stage["t_i"] + stage["t_w"], lat, bw, self.msg_bytes,
@@ -179,8 +175,9 @@ def peak_activations(table: ScheduleTable, region: Region | None = None) -> floa
 
     weights = np.asarray(table.stage_fractions, dtype=float) * table.p
     if region is not None and region.activation_bytes is not None:
-        one = len(region.activation_bytes) == 1
-        weights = weights * region.activation_bytes[0] if one else region.stage_costs(region.activation_bytes, table.n_stages)
+        weights = region.per_stage(region.activation_bytes, table)
+        if isinstance(weights, str):
+            raise ValueError(f"activation_bytes: {weights}")
     profile = table.activation_profile(weights)
     share = 1.0 if region is None else region.w_share
     if table.split_backward and share < 1:
