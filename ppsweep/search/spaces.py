@@ -11,7 +11,8 @@ worker. The built-in spaces (issue 28):
   (timed fill only), and the cap as every worker's ``mem`` limit (with the search's ``wshare``). Spans 1F1B (lag 0: the same times where ``t_b = t_i + t_w``), ZB-H1, ZB-H2 and
   what lies between; per-worker refinement of ``warmup`` and ``lag``.
 - ``b`` — interleaving: ``v`` in ``{1, 2, 4}``, ``shape`` ``loop`` or ``vee``, ``split`` on or off,
-  ``warmup`` ``d`` in ``{0, ⌈(p-1)/2⌉, p-1, 2(p-1)}``, ``lag`` ``p-1``; no per-worker refinement.
+  ``warmup`` ``d`` in ``{0, ⌈(p-1)/2⌉, p-1, 2(p-1)}``, ``lag`` ``{0, p-1}``, ``fill`` ``lag`` or
+  ``timed`` (``gap`` ``{0, 100}``), the cap as ``mem``; per-worker refinement of ``warmup`` and ``lag``.
 - ``c`` — ``a`` with a per-worker activation limit ``mem`` in ``{⌈cap/2⌉ … cap}`` (the search's
   cap in ``M_B``; ``{p, 2p}`` without one), as the zero-bubble scheduler's ``mem_limit``.
 
@@ -79,7 +80,9 @@ def _grid_a(p: int, m: int, cap: float | None, times: str, wshare: int = 100) ->
 
 def _grid_b(p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> dict[str, list[Any]]:
     return {"v": [1, 2, 4], "shape": ["loop", "vee"], "split": [True, False],
-            "warmup": sorted({0, math.ceil((p - 1) / 2), p - 1, 2 * (p - 1)}), "lag": [p - 1]}
+            "warmup": sorted({0, math.ceil((p - 1) / 2), p - 1, 2 * (p - 1)}), "lag": [0, p - 1],
+            "fill": ["lag", "timed"], "gap": [0, 100], "times": [times], "mem": [min(m, int(cap)) if cap else 0],
+            "wshare": [wshare]}
 
 
 def _grid_c(p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> dict[str, list[Any]]:
@@ -94,7 +97,7 @@ def _rule_a(options: dict[str, Any]) -> bool:
 
 
 def _rule_b(options: dict[str, Any]) -> bool:
-    return not (options["v"] == 1 and options["shape"] == "vee")
+    return _rule_a(options) and not (options["v"] == 1 and options["shape"] == "vee")
 
 
 SPACES: dict[str, Space] = {
@@ -102,7 +105,7 @@ SPACES: dict[str, Space] = {
     for s in (
         Space("a", "1F1B family: warm-up depth and W deferral per worker, lag or timed W fill", _grid_a,
               ("warmup", "lag"), _rule_a),
-        Space("b", "interleaving degree and chunk placement (loop, vee)", _grid_b, (), _rule_b),
+        Space("b", "interleaving degree and chunk placement (loop, vee)", _grid_b, ("warmup", "lag"), _rule_b),
         Space("c", "space a under a per-worker activation limit (mem_limit)", _grid_c, ("warmup", "lag"), _rule_a),
     )
 }
