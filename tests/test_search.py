@@ -139,3 +139,10 @@ def test_profiled_costs_drive_the_search(tmp_path, capsys):
     assert main(["--space", "a", "--p", "4", "--m", "8", "--profile", str(path), "--cap", "4", "--budget", "10",
                  "--out", str(tmp_path / "p.zarr")]) == 0
     assert "margin over the best hand-made" in capsys.readouterr().out
+
+
+def test_overhead_is_per_pass_whatever_its_size():
+    table = build_schedule("interleaved_1f1b@v=2", 4, 8)
+    costs = Region.of(1.0, 1.0, 0.5, overhead=0.1).table_costs(table)
+    assert np.allclose(costs.t_f, 0.6) and np.allclose(costs.t_b, 0.85) and np.allclose(costs.t_i, 0.6)
+    assert np.allclose(costs.t_w, 0.35)

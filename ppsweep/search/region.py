@@ -51,6 +51,8 @@ class Region:
         bytes), or None.
       w_share: share of a stage's activation a split backward keeps from its I to its W (the
         zero-bubble paper's ``M_W/M_B``; 1, the default, is the table's rule: all of it until W).
+      overhead: seconds every pass (F, B, I, W) costs besides its share of the stage's compute
+        (a runtime's dispatch), added after the stage split: a chunk pays it whole.
     """
 
     t_f: tuple[float, ...]
@@ -64,11 +66,12 @@ class Region:
     noise: NoiseConfig | None = None
     activation_bytes: tuple[float, ...] | None = None
     w_share: float = 1.0
+    overhead: float = 0.0
 
     @classmethod
     def of(cls, t_f: Any, t_i: Any, t_w: Any, *, latency: Any = 0.0, bandwidth: Any = np.inf, msg_bytes: float = 0.0,
            t_opt: float = 0.0, mode: str = "overlap", noise: NoiseConfig | None = None,
-           activation_bytes: Any = None, w_share: float = 1.0) -> Region:
+           activation_bytes: Any = None, w_share: float = 1.0, overhead: float = 0.0) -> Region:
         """A checked region (every bad field named in a one-line ValueError)."""
         from ppsweep.engine.comm import check_mode
 
@@ -87,11 +90,13 @@ class Region:
         if not (np.isfinite(msg_bytes) and msg_bytes >= 0):
             raise ValueError(f"msg_bytes: must be finite and >= 0, got {msg_bytes!r}")
         check_mode(mode)
+        if not (np.isfinite(overhead) and overhead >= 0):
+            raise ValueError(f"overhead: must be finite seconds >= 0, got {overhead!r}")
         if not 0 <= w_share <= 1:
             raise ValueError(f"w_share: must be in [0, 1] (share of an activation kept from I to W), got {w_share!r}")
         act = None if activation_bytes is None else tuple(_stage_values("activation_bytes", activation_bytes).tolist())
         return cls(*(tuple(stages[k].tolist()) for k in ("t_f", "t_i", "t_w")), tuple(lat.tolist()), tuple(bw.tolist()),
-                   float(msg_bytes), float(t_opt), mode, noise, act, float(w_share))
+                   float(msg_bytes), float(t_opt), mode, noise, act, float(w_share), float(overhead))
 
     @classmethod
     def from_profile(cls, profile: Any, *, latency: Any = None, bandwidth: Any = None, noise: NoiseConfig | None = None,
@@ -137,8 +142,9 @@ class Region:
             stage[name] = costed
         lat = np.asarray(self.latency)[:, None]
         bw = np.asarray(self.bandwidth)[None, :]
-        return Costs.of(table.n_stages, stage["t_f"], stage["t_i"] + stage["t_w"], lat, bw, self.msg_bytes,
-                        t_i=stage["t_i"], t_w=stage["t_w"], t_opt=self.t_opt)
+        o = self.overhead
+        return Costs.of(table.n_stages, stage["t_f"] + o, stage["t_i"] + stage["t_w"] + o, lat, bw, self.msg_bytes,
+                        t_i=stage["t_i"] + o, t_w=stage["t_w"] + o, t_opt=self.t_opt)
 
     def busy(self) -> float:
         """``m``-independent busy time of one microbatch on one whole worker stage: ``max`` over workers of ``F + I + W``."""
