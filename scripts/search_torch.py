@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--m", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--space", default="b")
+    parser.add_argument("--space", default="all")
     args = parser.parse_args()
     p, m = args.p, args.m
     work = Workload("sleep", t_f=(T_F,) * p, t_i=(T_B,) * p, t_w=(T_W,) * p, hidden=512, rows=32)

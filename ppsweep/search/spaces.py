@@ -15,6 +15,7 @@ worker. The built-in spaces (issue 28):
   ``timed`` (``gap`` ``{0, 100}``), the cap as ``mem``; per-worker refinement of ``warmup`` and ``lag``.
 - ``c`` — ``a`` with a per-worker activation limit ``mem`` in ``{⌈cap/2⌉ … cap}`` (the search's
   cap in ``M_B``; ``{p, 2p}`` without one), as the zero-bubble scheduler's ``mem_limit``.
+- ``all`` — ``a`` and ``b`` together (:func:`union`).
 
 Variants whose options cannot run are left out with their one-line reason (counted by the search).
 """
@@ -50,9 +51,12 @@ class Space:
     grid: Callable[..., dict[str, list[Any]]]
     per_worker: tuple[str, ...] = ()
     rule: Callable[[dict[str, Any]], bool] | None = None
+    parts: tuple[Space, ...] = ()
 
     def variants(self, p: int, m: int, cap: float | None, times: str, wshare: int = 100) -> list[dict[str, Any]]:
-        """Every combination of the grid's values that passes :attr:`rule` (options as a dict)."""
+        """Every combination of the grid's values that passes :attr:`rule` (options as a dict); a union's parts' in turn."""
+        if self.parts:
+            return [v for part in self.parts for v in part.variants(p, m, cap, times, wshare)]
         grid = self.grid(p, m, cap, times, wshare)
         keys = list(grid)
         out = []
@@ -109,6 +113,23 @@ SPACES: dict[str, Space] = {
         Space("c", "space a under a per-worker activation limit (mem_limit)", _grid_c, ("warmup", "lag"), _rule_a),
     )
 }
+
+
+def union(name: str, description: str, *parts: Space) -> Space:
+    """A space holding every variant of ``parts``; its neighbours move each option over the values any part has."""
+
+    def grid(*args: Any) -> dict[str, list[Any]]:
+        merged: dict[str, list[Any]] = {}
+        for part in parts:
+            for key, values in part.grid(*args).items():
+                merged[key] = sorted(set(merged.get(key, [])) | set(values), key=lambda x: (str(type(x)), x))
+        return merged
+
+    per_worker = tuple(dict.fromkeys(k for part in parts for k in part.per_worker))
+    return Space(name, description, grid, per_worker, None, parts)
+
+
+SPACES["all"] = union("all", "spaces a and b together", SPACES["a"], SPACES["b"])
 
 
 def get_space(name: str) -> Space:
