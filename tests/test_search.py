@@ -96,12 +96,12 @@ def test_cli_writes_store_and_a_csv_pytorch_loads(tmp_path, capsys):
 
     out, csv = tmp_path / "s.zarr", tmp_path / "best.csv"
     assert main(["--space", "b", "--p", "4", "--m", "8", "--t-f", "1", "--t-i", "1", "--t-w", "0.5", "--latency", "0.05",
-                 "--cap", "4", "--budget", "30", "--out", str(out), "--csv", str(csv)]) == 0
+                 "--cap", "4", "--budget", "12", "--out", str(out), "--csv", str(csv)]) == 0
     text = capsys.readouterr().out
     assert "PyTorch's _load_csv: valid" in text
     ds = xr.open_zarr(out)
     assert bool(ds.searched[0]) and not bool(ds.searched[-1]) and ds.t_sim.dims == ("candidate", "latency", "bandwidth")
-    assert ds.attrs["space"] == "b" and np.all(ds.peak_activations.values <= 4)
+    assert ds.attrs["space"] == "b" and np.all(ds.peak_activations.values <= 4) and ds.attrs["evaluated"] <= 12
     assert main(["--p", "4", "--m", "8", "--t-f", "1"]) == 2
     assert capsys.readouterr().err.strip() == "error: --t-i: required without --profile (seconds per microbatch)"
 
