@@ -146,3 +146,14 @@ def test_overhead_is_per_pass_whatever_its_size():
     costs = Region.of(1.0, 1.0, 0.5, overhead=0.1).table_costs(table)
     assert np.allclose(costs.t_f, 0.6) and np.allclose(costs.t_b, 0.85) and np.allclose(costs.t_i, 0.6)
     assert np.allclose(costs.t_w, 0.35)
+
+
+def test_cap_in_bytes():
+    region = Region.of(1.0, 1.0, 0.5, activation_bytes=[1e6, 2e6, 2e6, 1e6])  # per profiled stage
+    # 1F1B: worker w holds p-w activations of its stage: 4e6, 6e6, 4e6, 1e6
+    assert figures(build_schedule("1f1b", 4, 8), region).peak == pytest.approx(6e6)
+    assert figures(build_schedule("interleaved_1f1b@v=2", 4, 8), region).peak == pytest.approx(
+        max(build_schedule("interleaved_1f1b@v=2", 4, 8).peak_activations_per_worker(
+            np.repeat(np.array([1e6, 2e6, 2e6, 1e6]) / 2, 2))))
+    result = search("a", 4, 8, region, cap=6e6, objective="mean", budget=10, progress=False)
+    assert all(c.figures.peak <= 6e6 for c in result.best + result.incumbents)

@@ -7,9 +7,8 @@ it over the whole region at once (:func:`ppsweep.search.region.figures`).
 
 **Strategy** (documented heuristic):
 
-1. *Grid*: the space's variants (:mod:`ppsweep.search.spaces`), in a fixed shuffled order (seed 0),
-   every one of them where they fit in half the budget (exhaustive), else as many as half the
-   budget allows.
+1. *Grid*: the space's variants (:mod:`ppsweep.search.spaces`), in a fixed shuffled order (seed 0):
+   every one of them where they fit in the budget (exhaustive), else the first half-budget of them.
 2. *Local search*: from the best candidate, best-improvement hill climbing over neighbours: every
    grid option moved to its adjacent values, and every worker's ``warmup`` and ``lag`` (the space's
    per-worker options) moved by ±1 — a neighbourhood the grid cannot hold (``(2m)^(2p)`` lists). It
