@@ -12,7 +12,8 @@ spawned ranks over gloo on localhost (``ppsweep.measure.validate``):
 Each calibrates once from a profiler trace of PyTorch's 1F1B (``ppsweep.calibrate``'s fit) and
 predicts every other schedule in every communication mode; prints per (schedule, p, m) the
 measured median (5 steps after 2 warm-up steps), its spread, each mode's prediction and error, and
-the error summary with the ranking agreement. ``--quick``: p = 2 and 4 only, fewer m (about a minute).
+the error summary with the ranking agreement (about 6 minutes on 2 busy cores). ``--quick``: p = 2
+and 4 only, fewer m (about 2 minutes).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ppsweep.engine.comm import MODES
 from ppsweep.measure.torch_runtime import Workload
 from ppsweep.measure.validate import (
+    STEADY_SPREAD,
     Experiment,
     format_rows,
     format_summary,
@@ -66,16 +68,20 @@ def plot(rows, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
     markers = dict(zip(MODES, "o^sx"))
-    for mode in MODES:
-        ax.scatter([1e3 * r.measured for r in rows], [1e3 * r.predicted[mode] for r in rows],
-                   marker=markers[mode], s=22, label=mode, alpha=0.7)
+    for mode in ("overlap", "blocking"):  # contention and ports lie with overlap here (small messages)
+        for steady in (False, True):
+            sel = [r for r in rows if (r.spread <= STEADY_SPREAD) == steady]
+            ax.scatter([1e3 * r.measured for r in sel], [1e3 * r.predicted[mode] for r in sel], marker=markers[mode],
+                       s=30 if steady else 18, alpha=0.95 if steady else 0.3, color="C0" if mode == "overlap" else "C1",
+                       edgecolors="k" if steady else "none",
+                       label=f"{mode}, {'steady' if steady else 'spread'} {'<=' if steady else '>'} {STEADY_SPREAD:.0%}")
     hi = 1.1e3 * max(max(r.measured, *r.predicted.values()) for r in rows)
     ax.plot([0, hi], [0, hi], "k-", lw=0.8)
     for f in (0.95, 1.05):
         ax.plot([0, hi], [0, f * hi], "k:", lw=0.6)
     ax.set(xscale="log", yscale="log", xlabel="measured step, ms (PyTorch, gloo, this machine)",
            ylabel="predicted step, ms (ppsweep, calibrated on 1F1B)", title="Held against measurements")
-    ax.legend(title="comm mode")
+    ax.legend(title="comm mode, measurement", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -83,10 +89,17 @@ def plot(rows, path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="p = 2 and 4, fewer m (about 2 minutes)")
     parser.add_argument("--json", type=Path, help="write the rows and summary as JSON")
     parser.add_argument("--figure", type=Path, help="write the predicted-vs-measured PNG")
+    parser.add_argument("--replot", type=Path, metavar="JSON", help="only draw --figure from a --json file of an earlier run")
     args = parser.parse_args()
+    if args.replot:
+        from ppsweep.measure.validate import Row
+
+        data = json.loads(args.replot.read_text())
+        plot([Row(**r) for e in data["experiments"] for r in e["rows"]], args.figure or Path("validate_torch.png"))
+        return 0
     try:
         import torch
     except ImportError:
@@ -112,7 +125,8 @@ def main() -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"machine": machine, "experiments": record,
-                                         "summary": {mode: summary(rows, mode) for mode in MODES}}, indent=1))
+                                         "summary": {mode: summary(rows, mode) for mode in MODES},
+                                         "summary_steady": {mode: summary(rows, mode, True) for mode in MODES}}, indent=1))
     if args.figure:
         plot(rows, args.figure)
     return 0

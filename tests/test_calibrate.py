@@ -104,3 +104,51 @@ def test_bad_traces_get_one_line(tmp_path, capsys):
     with pytest.raises(TraceError, match="traceEvents"):
         (tmp_path / "x.json").write_text(json.dumps({"events": []}))
         fit_trace([tmp_path / "x.json"])
+
+
+def test_step_spans_give_the_step_overhead(tmp_path):
+    # ppsweep:step spans (our harness wraps each schedule.step in one) 1 ms before the first
+    # operation and 2 ms after the last: t_opt = 3 ms.
+    _ppsweep_trace(tmp_path / "t.json", "1f1b", {})
+    data = json.loads((tmp_path / "t.json").read_text())
+    ops = [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") in "FBIW"]
+    first, last = min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops)
+    data["traceEvents"] += [{"ph": "X", "name": "ppsweep:step", "pid": w, "tid": 0, "ts": first - 1e3 + 10 * w,
+                             "dur": last - first + 3e3 - 10 * w} for w in range(4)]
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    assert fit_trace([tmp_path / "t.json"]).profile.t_opt == pytest.approx(3e-3, abs=1e-9)
+
+
+def test_runtime_own_time_is_the_span_outside_its_nested_events(tmp_path):
+    # Two nested events (overlapping each other) cover 10..60 % and 50..80 % of every forward span:
+    # the span's own time is 30 % of it; backward spans have nothing nested (no figure for B).
+    t_f, *_ = _ppsweep_trace(tmp_path / "t.json", "1f1b", {})
+    data = json.loads((tmp_path / "t.json").read_text())
+    nested = []
+    for e in data["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "F":
+            for a, b in ((0.1, 0.6), (0.5, 0.8)):
+                nested.append({"ph": "X", "name": "aten::mm", "pid": e["pid"], "tid": e["tid"],
+                               "ts": e["ts"] + a * e["dur"], "dur": (b - a) * e["dur"]})
+    data["traceEvents"] += nested
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    fit = fit_trace([tmp_path / "t.json"])
+    assert set(fit.fixed) == {"F"}
+    assert fit.fixed["F"] == pytest.approx(0.3 * statistics.median(t_f), rel=1e-6)
+    assert fit.per_operation() == {"F": fit.fixed["F"], "B": 0.0, "I": 0.0, "W": 0.0}
+
+
+def test_trace_command_output_calibrates_to_the_cost_model(tmp_path):
+    # python -m ppsweep.trace (model megatron_128l, system baseline) -> calibrate -> the model's costs.
+    from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
+    from ppsweep.viz import trace
+
+    path = tmp_path / "zb.json"
+    assert trace.main(["zb_h1", "p=4", "m=8", "bandwidth=1e10", "latency=1e-6", "--trace", str(path)]) == 0
+    prof = fit_trace([path]).profile
+    model = ModelConfig.from_mapping(trace._yaml_file("model", "megatron_128l"))
+    system = SystemConfig.from_mapping(trace._yaml_file("system", "baseline"))
+    costs = stage_costs(model, system, ppsweep.build_schedule("zb_h1", 4, 8))
+    for field in ("t_f", "t_b", "t_i", "t_w"):
+        assert getattr(prof, field) == pytest.approx(list(getattr(costs, field)[0]), rel=1e-9), field
+    assert prof.msg_time == pytest.approx(1e-6 + costs.msg_bytes / 1e10, rel=1e-9)

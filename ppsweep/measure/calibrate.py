@@ -21,16 +21,24 @@ The fit (every rule here is in the README section "Held against measurements"):
   the worker's *dispatch overhead* ``o`` (the runtime's time between two operations when the
   second has nothing to wait for: the median gap before operations whose inputs were all ready when
   the previous operation ended). ppsweep has no per-operation overhead, so it is charged to each
-  operation. Spread: the interquartile range over the median, the largest over stages.
+  operation. Spread: the interquartile range over the median, the largest over stages. Where the
+  trace nests the model's operators inside a span (a full profiler trace), the span's time outside
+  them (the runtime's own Python work) is reported per kind (:attr:`Fit.fixed`): like ``o`` it does
+  not shrink when a stage is cut into chunks (:func:`ppsweep.measure.predict.predict_step`).
 - message time: for every cross-worker dependency (F from the previous stage's F, B/I from the next
   stage's B/I) whose consumer waited for it (its worker was idle when the producer ended), the gap
   from the producer's end to the consumer's start, less ``o``: the median over those gaps is the
   per-hop time (everything included). Traces with different message sizes fit ``α + bytes/β`` by
   least squares over the per-size medians (the residual reported); one size gives ``message.time``.
+- step overhead (``t_opt``): where the trace has ``ppsweep:step`` spans around each step (our
+  harness writes them), the median over steps of the step's span (first rank's start to last rank's
+  end) less the span of its operations: what the runtime spends before the first and after the last
+  operation (splitting the batch, set-up, the last sends). ppsweep adds ``t_opt`` at each worker's end.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -64,6 +72,7 @@ class Span:
     end: float
     step: int = 0
     run: int = 0  # files of one run (same run information but the rank) share it
+    own: float | None = None  # seconds inside the span outside any event nested in it (None: nothing nested)
 
     @property
     def dur(self) -> float:
@@ -81,13 +90,21 @@ class Fit:
     msg_sizes: dict[float, float] = field(default_factory=dict)
     residual: float | None = None
     waits_included: bool = False
+    fixed: dict[str, float] = field(default_factory=dict)
+
+    def per_operation(self) -> dict[str, float]:
+        """Seconds of each operation kind that do not scale with the stage's size: the dispatch
+        overhead plus the median time the runtime spends inside the span outside the model's
+        operators (:attr:`fixed`; 0 where the trace has no nested events)."""
+        return {k: self.overhead + self.fixed.get(k, 0.0) for k in KINDS}
 
     def summary(self) -> str:
         """A few lines for people."""
         prof = self.profile
         ms = lambda xs: "[" + ", ".join(f"{1e3 * x:.3f}" for x in xs) + "]"
         lines = [
-            f"stages: {prof.n_stages}, steps: {self.n_steps}, dispatch overhead per operation: {1e6 * self.overhead:.1f} us",
+            f"stages: {prof.n_stages}, steps: {self.n_steps}, dispatch overhead per operation: {1e6 * self.overhead:.1f} us"
+            + "".join(f", {k} runtime-own {1e6 * v:.1f} us" for k, v in self.fixed.items()),
             f"t_f ms: {ms(prof.t_f)}", f"t_b ms: {ms(prof.t_b)}", f"t_i ms: {ms(prof.t_i)}", f"t_w ms: {ms(prof.t_w)}",
         ]
         if prof.msg_time is not None:
@@ -95,6 +112,8 @@ class Fit:
         else:
             lines.append(f"message: alpha {1e6 * prof.alpha:.1f} us, beta {prof.beta:.4g} B/s "
                          f"(least squares over {len(self.msg_sizes)} sizes, rms residual {1e6 * (self.residual or 0):.1f} us)")
+        if prof.t_opt is not None:
+            lines.append(f"step overhead (t_opt): {1e3 * prof.t_opt:.3f} ms")
         lines.append("spread (IQR/median, worst stage): " + ", ".join(f"{k} {v:.1%}" for k, v in prof.spread.items()))
         if self.waits_included:
             lines.append("note: only PyTorch's PP: spans found; they include message waits, so times are upper bounds")
@@ -143,12 +162,16 @@ def _parse(name: str, cat: Any) -> tuple[str, int, int] | None:
     return None
 
 
+STEP_SPAN = "ppsweep:step"
+
+
 def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], bool]:
     """Compute spans of every file, per-file message bytes, and whether only ``PP:`` spans were found.
 
-    Steps are numbered per worker by occurrence.
+    Steps are numbered per worker by occurrence; ``ppsweep:step`` spans come back with kind ``step``.
     """
     spans: list[Span] = []
+    step_spans: list[Span] = []
     pp_spans: list[Span] = []
     msg_bytes: dict[int, float] = {}
     runs: dict[str, int] = {}
@@ -157,10 +180,15 @@ def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], boo
         run = runs.setdefault(json.dumps({k: v for k, v in info.items() if k != "rank"}, sort_keys=True, default=str), len(runs))
         if "msg_bytes" in info:
             msg_bytes[index] = float(info["msg_bytes"])
+        threads = _threads(events)
         for ev in events:
             if not isinstance(ev, dict) or ev.get("ph") != "X" or not isinstance(ev.get("name"), str):
                 continue
             name = ev["name"]
+            if name == STEP_SPAN:
+                start = float(ev["ts"]) * 1e-6
+                step_spans.append(Span((index, int(ev.get("pid", 0))), "step", -1, -1, start, start + float(ev["dur"]) * 1e-6, 0, run))
+                continue
             target = spans
             if name.startswith("PP:"):
                 name, target = name[3:], pp_spans
@@ -171,7 +199,8 @@ def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], boo
                 start, dur = float(ev["ts"]) * 1e-6, float(ev["dur"]) * 1e-6
             except (KeyError, TypeError, ValueError):
                 raise TraceError(f"trace: {path}: span {ev['name']!r} needs numeric ts and dur (microseconds)") from None
-            target.append(Span((index, int(ev.get("pid", 0))), parsed[0], parsed[1], parsed[2], start, start + dur, 0, run))
+            own = _own_time(ev, threads)
+            target.append(Span((index, int(ev.get("pid", 0))), parsed[0], parsed[1], parsed[2], start, start + dur, 0, run, own))
     waits = not spans and bool(pp_spans)
     chosen = spans or pp_spans
     if not chosen:
@@ -179,11 +208,43 @@ def read_spans(paths: Sequence[Path]) -> tuple[list[Span], dict[int, float], boo
     # the k-th occurrence of an action on its worker is step k
     seen: dict[tuple, int] = {}
     numbered = []
-    for span in sorted(chosen, key=lambda s: s.start):
+    for span in sorted(chosen + step_spans, key=lambda s: s.start):
         key = (span.worker, span.kind, span.stage, span.micro)
-        numbered.append(Span(span.worker, span.kind, span.stage, span.micro, span.start, span.end, seen.get(key, 0), span.run))
+        numbered.append(Span(span.worker, span.kind, span.stage, span.micro, span.start, span.end, seen.get(key, 0),
+                             span.run, span.own))
         seen[key] = seen.get(key, 0) + 1
     return numbered, msg_bytes, waits
+
+
+def _threads(events: list[Any]) -> dict[tuple[Any, Any], list[tuple[float, float]]]:
+    """Every complete event that is not a compute span, by (pid, tid): sorted (start, end) in microseconds."""
+    threads: dict[tuple[Any, Any], list[tuple[float, float]]] = {}
+    for e in events:
+        if (isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
+                and isinstance(e.get("dur"), (int, float)) and e.get("name") != STEP_SPAN
+                and not _parse(str(e.get("name", "")).removeprefix("PP:"), e.get("cat"))):
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    for intervals in threads.values():
+        intervals.sort()
+    return threads
+
+
+def _own_time(span: dict[str, Any], threads: dict[tuple[Any, Any], list[tuple[float, float]]]) -> float | None:
+    """Seconds of ``span`` outside the events nested in it on its thread (the runtime's own Python
+    work around the model's operators), None where nothing is nested (a trimmed or ppsweep trace)."""
+    t0, t1 = float(span["ts"]), float(span["ts"]) + float(span["dur"])
+    intervals = threads.get((span.get("pid"), span.get("tid")), [])
+    covered, reach, nested = 0.0, t0, False
+    for a, b in intervals[bisect.bisect_left(intervals, (t0, -math.inf)):]:
+        if a > t1:
+            break
+        if b > t1:
+            continue
+        nested = True
+        if b > reach:  # union of the nested intervals
+            covered += b - max(a, reach)
+            reach = b
+    return max(0.0, (t1 - t0 - covered) * 1e-6) if nested else None
 
 
 def _producers(span: Span, n_stages: int, split: set[tuple[int, int]]) -> list[tuple[str, int, int]]:
@@ -219,6 +280,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     """
     files = trace_files(paths)
     spans, msg_bytes, waits = read_spans(files)
+    step_overhead = _step_overhead(spans)
+    spans = [s for s in spans if s.kind != "step"]
     n_stages = 1 + max(s.stage for s in spans)
     split = {(s.stage, s.micro) for s in spans if s.kind == "I"}
     index = {(s.run, s.kind, s.stage, s.micro, s.step): s for s in spans}
@@ -274,6 +337,8 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
         mapping["message"] = {"time": statistics.median(all_gaps) if all_gaps else 0.0}
         if all_gaps:
             spread["message"] = round(_quantile_spread(all_gaps) if statistics.median(all_gaps) > 0 else 0.0, 4)
+    if step_overhead is not None:
+        mapping["t_opt"] = step_overhead
     n_steps = 1 + max(s.step for s in spans)
     mapping["source"] = source or (
         f"calibrated from {', '.join(f.name for f in files)}: {n_steps} step(s), {n_stages} stages"
@@ -281,7 +346,20 @@ def fit_trace(paths: Sequence[str | Path], source: str | None = None) -> Fit:
     )
     mapping["spread"] = spread
     profile = profile_from_mapping(mapping)
-    return Fit(profile, n_steps, overhead, len(waited), sizes, residual, waits)
+    fixed = {k: statistics.median(own) for k in KINDS
+             if (own := [s.own for s in spans if s.kind == k and s.own is not None])}
+    return Fit(profile, n_steps, overhead, len(waited), sizes, residual, waits, fixed)
+
+
+def _step_overhead(spans: list[Span]) -> float | None:
+    """Median over steps of (the step spans' extent - the operations' extent), None without step spans."""
+    extents: dict[tuple[int, int], list[float]] = {}
+    for span in spans:
+        ext = extents.setdefault((span.run, span.step), [math.inf, -math.inf, math.inf, -math.inf])
+        at = 0 if span.kind == "step" else 2
+        ext[at], ext[at + 1] = min(ext[at], span.start), max(ext[at + 1], span.end)
+    gaps = [(e[1] - e[0]) - (e[3] - e[2]) for e in extents.values() if math.isfinite(e[0]) and math.isfinite(e[2])]
+    return max(0.0, statistics.median(gaps)) if gaps else None
 
 
 def _least_squares(points: dict[float, float]) -> tuple[float, float, float]:
@@ -308,5 +386,8 @@ def trim_trace(src: str | Path, dst: str | Path) -> Path:
     for key in ("distributedInfo", "ppsweep"):
         if key in data:
             out[key] = data[key]
+    keep += [{k: ev[k] for k in ("ph", "name", "pid", "tid", "ts", "dur")}
+             for ev in data.get("traceEvents", []) if ev.get("name") == STEP_SPAN and ev.get("ph") == "X"]
+    out["traceEvents"] = keep
     Path(dst).write_text(json.dumps(out, separators=(",", ":")))
     return Path(dst)

@@ -22,6 +22,7 @@ whole backward (``PipelineStage.backward_weight_one_chunk``): ``t_i = 0``, ``t_w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def predict_step(
     mode: str = "overlap",
     reading: str = "latency",
     torch_rules: bool = True,
-    op_overhead: float = 0.0,
+    op_overhead: float | Mapping[str, float] = 0.0,
 ) -> float:
     """Predicted step time (s) of ``table`` with ``profile``'s costs in communication ``mode``.
 
@@ -64,10 +65,11 @@ def predict_step(
       mode: one of :data:`ppsweep.engine.comm.MODES`.
       reading: ``latency`` or ``wire``, for a profile whose message is one time (module docstring).
       torch_rules: apply PyTorch's first-stage split-backward rule.
-      op_overhead: seconds of each profiled F and B that are per-operation (the runtime's dispatch
-        overhead, :attr:`ppsweep.measure.calibrate.Fit.overhead`): where the table cuts a profiled
-        stage into ``k`` chunks, that part is kept whole per chunk instead of cut,
-        ``(t - o)/k + o`` (a split backward's I and W share it in the profile's proportion).
+      op_overhead: seconds of each profiled F and B that are per-operation, a number or by kind
+        ``{"F": .., "B": ..}`` (:meth:`ppsweep.measure.calibrate.Fit.per_operation`: the dispatch
+        overhead and the runtime's own time in the span): where the table cuts a profiled stage
+        into ``k`` chunks, that part is kept whole per chunk instead of cut, ``(t - o)/k + o`` (a
+        split backward's I and W share it in the profile's proportion).
 
     Raises:
       ValueError: bad mode or reading; StageCountError: the table's stages do not fit the profile's.
@@ -84,15 +86,16 @@ def predict_step(
     costs = engine_costs_from_profile(profile, table)
     row = lambda a: np.broadcast_to(np.asarray(a, float), (table.n_stages,)).copy()
     t_f, t_b, t_i, t_w = row(costs.t_f), row(costs.t_b), row(costs.t_i), row(costs.t_w)
-    if op_overhead and profile.n_stages and table.n_stages > profile.n_stages:
-        keep = op_overhead * (1.0 - profile.n_stages / table.n_stages)  # (t - o)/k + o = t/k + o(1 - 1/k)
+    fixed = op_overhead if isinstance(op_overhead, Mapping) else {"F": op_overhead, "B": op_overhead}
+    if profile.n_stages and table.n_stages > profile.n_stages:
+        cut = 1.0 - profile.n_stages / table.n_stages  # (t - o)/k + o = t/k + o(1 - 1/k)
         share = np.divide(t_i, t_b, out=np.full_like(t_b, 0.5), where=t_b > 0)
-        t_f, t_b = t_f + keep, t_b + keep
+        t_f, t_b = t_f + fixed.get("F", 0.0) * cut, t_b + fixed.get("B", 0.0) * cut
         t_i, t_w = t_b * share, t_b * (1 - share)
     if torch_rules:
         t_i[0], t_w[0] = 0.0, t_b[0]
     result = reference_simulate(
         table, t_f, t_b, float(costs.alpha), float(costs.beta), float(costs.msg_bytes), mode,
-        t_i=t_i, t_w=t_w, fb_overlap=float(costs.fb_overlap),
+        t_i=t_i, t_w=t_w, fb_overlap=float(costs.fb_overlap), t_opt=float(costs.t_opt),
     )
     return float(result.t_sim)

@@ -22,7 +22,7 @@ the wait for the input message, and its single-stage schedules (GPipe, 1F1B) nam
 trace calibrates from these compute-only spans.
 
 A step's time is the last rank's end minus the first rank's start (monotonic clock, shared by the
-processes), each step after a barrier; ``warmup`` steps are discarded. torch is imported inside the
+processes), each step after a barrier and traced as a ``ppsweep:step`` span; ``warmup`` steps are discarded. torch is imported inside the
 functions only.
 """
 
@@ -39,6 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+#: Name of the span around one ``schedule.step`` call (what a measured step times).
+STEP_SPAN = "ppsweep:step"
 
 #: ppsweep schedule -> (PyTorch class, stages per rank, placement style, ppsweep options).
 TORCH_SCHEDULES: dict[str, tuple[str, int, str, dict[str, Any]]] = {
@@ -131,13 +134,6 @@ class Measurement:
 
 # --------------------------------------------------------------------------------------------
 # placement
-
-
-def stages_per_rank(schedule: str, csv_path: str | None = None) -> int:
-    """Stages per rank of a registered PyTorch schedule (or of a CSV schedule's file)."""
-    if csv_path is not None:
-        return len(csv_stage_ranks(csv_path)) // len(set(csv_stage_ranks(csv_path).values()))
-    return TORCH_SCHEDULES[schedule][1]
 
 
 def stage_ranks(p: int, v: int, style: str) -> dict[int, int]:
@@ -294,10 +290,10 @@ def _worker(rank: int, p: int, port: int, work: Workload, configs: list[RunConfi
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=p)
     try:
-        for config in configs:
-            queue_item = _run_config(rank, p, work, config)
-            if rank == 0:
-                queue.put(queue_item)
+        results = _run_configs(rank, p, work, configs)
+        if rank == 0:
+            for result in results:
+                queue.put(result)
     except BaseException:
         import traceback
 
@@ -307,11 +303,12 @@ def _worker(rank: int, p: int, port: int, work: Workload, configs: list[RunConfi
         dist.destroy_process_group()
 
 
-def _run_config(rank: int, p: int, work: Workload, config: RunConfig) -> Measurement:
+def _stepper(rank: int, p: int, work: Workload, config: RunConfig):
+    """A function running one timed step of ``config`` on this rank, or PyTorch's refusal (text)."""
     import torch
     import torch.distributed as dist
+    from torch.profiler import record_function
 
-    result = Measurement(config.schedule, p, config.m, trace_dir=config.trace_dir)
     try:
         schedule, mine, n_stages = _build(config, work, rank, p)
         refused = None
@@ -320,46 +317,63 @@ def _run_config(rank: int, p: int, work: Workload, config: RunConfig) -> Measure
     flags = [None] * p
     dist.all_gather_object(flags, refused)
     if any(flags):
-        result.refused = next(f for f in flags if f)
-        return result
+        return next(f for f in flags if f)
     batch = torch.randn(config.m * work.rows, work.hidden, generator=torch.Generator().manual_seed(1))
-    kwargs: dict[str, Any] = {}
-    if 0 in mine:
-        kwargs["x"] = batch
-    if n_stages - 1 in mine:
-        kwargs["target"] = batch
-        kwargs["losses"] = []
+    args = (batch,) if 0 in mine else ()
+    kwargs: dict[str, Any] = {"target": batch, "losses": []} if n_stages - 1 in mine else {}
 
     def one_step() -> tuple[float, float]:
         dist.barrier()
         t0 = time.perf_counter()
-        if "x" in kwargs:
-            schedule.step(kwargs["x"], **{k: v for k, v in kwargs.items() if k != "x"})
-        else:
-            schedule.step(**kwargs)
+        with record_function(STEP_SPAN):
+            schedule.step(*args, **kwargs)
         return t0, time.perf_counter()
 
-    for _ in range(config.warmup):
-        one_step()
-    spans = []
-    if config.trace_dir is not None:
-        from torch.profiler import ProfilerActivity, profile
+    return one_step
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(config.steps):
-                spans.append(one_step())
-                prof.step()
-        Path(config.trace_dir).mkdir(parents=True, exist_ok=True)
-        path = Path(config.trace_dir) / f"rank{rank}.json"
-        prof.export_chrome_trace(str(path))
-        _annotate_trace(path, {"rank": rank, "p": p, "m": config.m, "schedule": config.schedule,
-                               "msg_bytes": work.msg_bytes, "workload": work.kind})
-    else:
-        spans = [one_step() for _ in range(config.steps)]
+
+def _run_configs(rank: int, p: int, work: Workload, configs: list[RunConfig]) -> list[Measurement]:
+    """Traced configurations one by one (warm-up, then the profiled steps); the others round-robin
+    (all warmed up, then step k of each in turn), so a change in the machine's load falls on all alike."""
+    import torch.distributed as dist
+
+    steppers = [_stepper(rank, p, work, c) for c in configs]
+    spans: list[list[tuple[float, float]]] = [[] for _ in configs]
+    for i, (config, step) in enumerate(zip(configs, steppers)):
+        if callable(step) and config.trace_dir is not None:
+            from torch.profiler import ProfilerActivity, profile
+
+            for _ in range(config.warmup):
+                step()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(config.steps):
+                    spans[i].append(step())
+                    prof.step()
+            Path(config.trace_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(config.trace_dir) / f"rank{rank}.json"
+            prof.export_chrome_trace(str(path))
+            _annotate_trace(path, {"rank": rank, "p": p, "m": config.m, "schedule": config.schedule,
+                                   "msg_bytes": work.msg_bytes, "workload": work.kind})
+    plain = [i for i, (c, s) in enumerate(zip(configs, steppers)) if callable(s) and c.trace_dir is None]
+    for i in plain:
+        for _ in range(configs[i].warmup):
+            steppers[i]()
+    for k in range(max((configs[i].steps for i in plain), default=0)):
+        for i in plain:
+            if k < configs[i].steps:
+                spans[i].append(steppers[i]())
     everyone = [None] * p
     dist.all_gather_object(everyone, spans)
-    result.times = [max(r[k][1] for r in everyone) - min(r[k][0] for r in everyone) for k in range(config.steps)]
-    return result
+    results = []
+    for i, config in enumerate(configs):
+        result = Measurement(config.schedule, p, config.m, trace_dir=config.trace_dir)
+        if not callable(steppers[i]):
+            result.refused = steppers[i]
+        else:
+            result.times = [max(r[i][k][1] for r in everyone) - min(r[i][k][0] for r in everyone)
+                            for k in range(config.steps)]
+        results.append(result)
+    return results
 
 
 def _annotate_trace(path: Path, info: dict[str, Any]) -> None:
@@ -380,7 +394,8 @@ def _free_port() -> int:
 
 
 def run_pipeline(p: int, work: Workload, configs: Sequence[RunConfig], timeout: float = 600.0) -> list[Measurement]:
-    """Run ``configs`` one after another on ``p`` spawned ranks (one process group for all).
+    """Run ``configs`` on ``p`` spawned ranks (one process group for all): the traced ones first,
+    one after another, then the others round-robin, step by step.
 
     Args:
       p: ranks (>= 2).
