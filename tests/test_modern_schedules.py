@@ -17,7 +17,7 @@ VARIANTS = [
     ("interleaved_1f1b", {"v": 1}), ("interleaved_1f1b", {"v": 2}), ("interleaved_1f1b", {"v": 3}),
     ("looped_bfs", {"v": 1}), ("looped_bfs", {"v": 2}), ("looped_bfs", {"v": 3}),
     ("interleaved_zb", {"v": 1}), ("interleaved_zb", {"v": 2}), ("interleaved_zb", {"v": 3}),
-    ("zb_h1", {}), ("zb_h2", {}), ("zb_h2", {"lag": 1}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
+    ("zb_h1", {}), ("zb_h2", {}), ("zb_h2", {"lag": 1}), ("zb_h2", {"lag": 3}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
 ]
 REFUSAL = {"interleaved_1f1b": "multiple of its number of rounds", "interleaved_zb": "multiple of its number of rounds",
            "dualpipe": "(p must be even|m must be even and at least 2p)", "dualpipev": "m must be at least 2p"}
@@ -117,7 +117,7 @@ def test_zb_h2_is_a_parallelogram():
     # operation (every span is 3m), so post-validated steps have no bubble; the isolated step
     # still pays the slant, (p-1) slots. The former order (lag 1) idles in its tail.
     p, m = 4, 10
-    one = dict(t_f=1.0, t_b=2.0, alpha=0.0, beta=math.inf, msg_bytes=0.0, t_i=1.0, t_w=1.0, record=True)
+    one = {"t_f": 1.0, "t_b": 2.0, "alpha": 0.0, "beta": math.inf, "msg_bytes": 0.0, "t_i": 1.0, "t_w": 1.0, "record": True}
     result = reference_simulate(ppsweep.build_schedule("zb_h2", p, m), **one)
     assert worker_spans(result) == pytest.approx([3 * m] * p) and result.t_sim == 3 * m + p - 1
     assert post_validated_step(result) == 3 * m

@@ -359,7 +359,8 @@ def post_validated_step(result: ReferenceResult) -> float:
     span -- the zero-bubble paper's cost ("the largest execution time of all stages", its Table 5).
     It equals ``t_sim`` wherever the worker that ends last also starts first (1F1B, ZB-H1); a
     schedule whose workers start late and end late (ZB-H2's parallelogram) hides its fill under
-    the previous step's drain (docs/contract.md §4, "Post-validated steps").
+    the previous step's drain (docs/contract.md §4, "Post-validated steps"; in ``contention`` and
+    ``ports`` it does not count a link or port the previous step's last messages still hold).
     """
     return float(worker_spans(result).max())
 

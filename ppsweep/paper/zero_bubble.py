@@ -47,6 +47,9 @@ EXTRA = {"zb_h2@lag=1": "zb_h2@lag=1", "1f1b_i": "interleaved_1f1b"}
 #: Measured schedule of Table 4 -> the ppsweep schedule with its activation memory.
 PROXIES = {"zb_1p": "zb_h1", "zb_2p": "zb_h2"}
 
+#: With the extra columns: Megatron's 1F1B-I, measured, against ppsweep's interleaved 1F1B.
+EXTRA_PROXIES = {"1f1b_i": "1f1b_i"}
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -131,7 +134,8 @@ class Comparison:
       bubble: ``bubble[column][k]``: ppsweep's bubble rate (post-validated cost).
       bubble_isolated: the same with the isolated step ``t_sim`` as cost.
       ratio_measured: ``ratio_measured[x][k]``: Table 4's throughput of ``x`` over 1F1B's.
-      ratio_ppsweep: ``cost(1F1B) / cost(proxy of x)`` (:data:`PROXIES`), post-validated costs.
+      ratio_ppsweep: ``cost(1F1B) / cost(proxy of x)`` (:data:`PROXIES`, with ``extra`` also
+        :data:`EXTRA_PROXIES`), post-validated costs.
       ratio_paper: ``(1 - bubble(x)) / (1 - bubble(1F1B))`` from the paper's Table 5.
     """
 
@@ -150,8 +154,9 @@ def compare(rows: tuple[Setting, ...] | None = None, extra: bool = False) -> Com
     steps = {col: [step(name, s) for s in rows] for col, name in columns.items()}
     bubble = {col: np.array([bubble_rate(st.post_validated, s) for st, s in zip(steps[col], rows)]) for col in steps}
     isolated = {col: np.array([bubble_rate(st.t_sim, s) for st, s in zip(steps[col], rows)]) for col in steps}
-    measured = {x: np.array([s.throughput[x] / s.throughput["1f1b"] for s in rows]) for x in PROXIES}
-    predicted = {x: np.array([a.post_validated / b.post_validated for a, b in zip(steps["1f1b"], steps[PROXIES[x]])])
-                 for x in PROXIES}
-    paper = {x: np.array([(1 - s.bubble[x]) / (1 - s.bubble["1f1b"]) for s in rows]) for x in PROXIES}
+    proxies = {**PROXIES, **(EXTRA_PROXIES if extra else {})}
+    measured = {x: np.array([s.throughput[x] / s.throughput["1f1b"] for s in rows]) for x in proxies}
+    predicted = {x: np.array([a.post_validated / b.post_validated for a, b in zip(steps["1f1b"], steps[proxies[x]])])
+                 for x in proxies}
+    paper = {x: np.array([(1 - s.bubble[x]) / (1 - s.bubble["1f1b"]) for s in rows]) for x in proxies}
     return Comparison(steps, bubble, isolated, measured, predicted, paper)

@@ -17,8 +17,9 @@ worker 0 and ending as late after it. This is the order of the authors' own scri
 the paper's Table 5 (``get_hand_schedule(..., warmup_c=2)`` in ``efficiency.py`` of
 sail-sg/zero-bubble-pipeline-parallelism, branch ``arxiv``). ``lag = 1`` is the order ppsweep
 shipped as ``zb_h2`` before (ZB-H1's trailing W behind ZB-H2's warm-up): a trapezoid whose
-tail ends on worker 0; it is shorter where ``m < 2(p-1)`` (the parallelogram's tail of ``2w`` W
-passes is then longer than the steady state that would hide it) and in ``ports`` at high latency.
+tail ends on worker 0; its isolated step can be shorter where ``m < 2(p-1)`` (the
+parallelogram's tail of ``2w`` W passes is then longer than the steady state that would hide it)
+and in ``ports`` at high latency.
 
 **Step time.** The paper's ZB-H2 has no bubble only when consecutive steps overlap: with the
 optimizer's global checks post-validated (its section 4) nothing ends a step on all workers at
