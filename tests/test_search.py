@@ -157,3 +157,18 @@ def test_cap_in_bytes():
             np.repeat(np.array([1e6, 2e6, 2e6, 1e6]) / 2, 2))))
     result = search("a", 4, 8, region, cap=6e6, objective="mean", budget=10, progress=False)
     assert all(c.figures.peak <= 6e6 for c in result.best + result.incumbents)
+
+
+@pytest.mark.parametrize("name", ["flex@lag=24@mem=16@warmup=15@wshare=37", "zbv", "interleaved_zb@v=2", "zb_h2"])
+def test_bubble_span_is_the_reference_post_validated_step(row, region, name):
+    """The search's span (engine finish minus the analytic start) is the reference simulator's longest worker span."""
+    from ppsweep.engine.reference import post_validated_step, reference_simulate
+
+    table = build_schedule(name, row.p, row.m)
+    costs = region.table_costs(table)
+    per_stage = {k: np.asarray(getattr(costs, k), dtype=float).reshape(-1).tolist() for k in ("t_f", "t_b", "t_i", "t_w")}
+    assert len(per_stage["t_f"]) == table.n_stages
+    ref = reference_simulate(table, per_stage["t_f"], per_stage["t_b"], row.t_comm, math.inf, 0.0, "overlap",
+                             t_i=per_stage["t_i"], t_w=per_stage["t_w"], record=True)
+    span = post_validated_step(ref)
+    assert float(figures(table, region).bubble.item()) == pytest.approx((span - row.busy) / span, rel=1e-12)
