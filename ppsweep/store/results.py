@@ -91,7 +91,8 @@ _CONFIG_NAMES = {
 def _canonical(value: Any, where: str) -> Any:
     """``value`` as plain JSON data, exactly (floats by ``repr``, so every bit counts)."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)
+                if not _absent(f, getattr(value, f.name))}
     if isinstance(value, np.ndarray):
         return [_canonical(x, where) for x in value.tolist()]
     if isinstance(value, Mapping):
@@ -107,6 +108,13 @@ def _canonical(value: Any, where: str) -> Any:
     raise TypeError(f"{where}: cannot put a {type(value).__name__} into the store's identity; teach ppsweep.store.results._canonical")
 
 
+def _absent(f: Any, value: Any) -> bool:
+    """A field added after stores existed (metadata ``identity: when_set``) left at its default: not in the identity."""
+    if f.metadata.get("identity") != "when_set":
+        return False
+    return value is None if f.default is None else (value is not None and value == f.default)
+
+
 def identity(spec: SweepSpec) -> dict[str, Any]:
     """Everything that can change one of the store's bits, as plain JSON data.
 
@@ -116,7 +124,8 @@ def identity(spec: SweepSpec) -> dict[str, Any]:
     """
     from ppsweep import __version__
 
-    data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec) if f.name not in NOT_IN_IDENTITY}
+    data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec)
+            if f.name not in NOT_IN_IDENTITY and not _absent(f, getattr(spec, f.name))}
     data["store_format"] = STORE_FORMAT
     data["ppsweep_version"] = __version__
     return data
