@@ -137,31 +137,54 @@ class LayoutOptions:
 
 
 # ---- validity -----------------------------------------------------------------------------------
-def why_invalid(layout: Layout, model: ModelConfig, m: int, gpus: int | None = None) -> str | None:
-    """Why ``layout`` cannot run ``model`` with ``m`` microbatches per replica (None: it can).
+#: Codes of :func:`invalid_code` (the store's variable ``layout_invalid``), 0: the layout can run.
+INVALID_REASONS = (
+    "runs",
+    "tp·p·dp·cp is not gpus",
+    "tp does not divide heads",
+    "tp does not divide kv_heads",
+    "the stages do not divide layers",
+    "2·cp does not divide sequence",
+    "dp·m does not divide global_batch",
+)
+
+
+def invalid_code(layout: Layout, model: ModelConfig, m: int, gpus: int | None = None, stages: int | None = None) -> int:
+    """Why ``layout`` cannot run ``model`` with ``m`` microbatches per replica: an index of :data:`INVALID_REASONS` (0: it can).
 
     Args:
       layout: the split.
       model: the model (heads, layers, sequence, global batch).
       m: microbatches per pipeline replica.
       gpus: the GPU total the layout must use (None: any).
-
-    Returns:
-      A short reason naming the dimension, or None.
+      stages: the table's model chunks (interleaved schedules: ``v·p``); None: ``p``.
     """
-    if gpus is not None and layout.gpus != gpus:
-        return f"tp·p·dp·cp = {layout.gpus} is not gpus = {gpus}"
-    if model.heads % layout.tp:
-        return f"tp = {layout.tp} does not divide heads = {model.heads}"
-    if model.kv_heads is not None and model.kv_heads % layout.tp:
-        return f"tp = {layout.tp} does not divide kv_heads = {model.kv_heads}"
-    if model.layers % layout.p:
-        return f"p = {layout.p} does not divide layers = {model.layers}"
-    if layout.cp > 1 and model.sequence % (2 * layout.cp):
-        return f"2·cp = {2 * layout.cp} does not divide sequence = {model.sequence}"
-    if model.global_batch % (layout.dp * m):
-        return f"dp·m = {layout.dp * m} does not divide global_batch = {model.global_batch}"
-    return None
+    stages = layout.p if stages is None else stages
+    checks = (
+        gpus is not None and layout.gpus != gpus,
+        model.heads % layout.tp != 0,
+        model.kv_heads is not None and model.kv_heads % layout.tp != 0,
+        model.layers % stages != 0,
+        layout.cp > 1 and model.sequence % (2 * layout.cp) != 0,
+        model.global_batch % (layout.dp * m) != 0,
+    )
+    return next((k + 1 for k, bad in enumerate(checks) if bad), 0)
+
+
+def why_invalid(layout: Layout, model: ModelConfig, m: int, gpus: int | None = None, stages: int | None = None) -> str | None:
+    """:func:`invalid_code` as a sentence naming the numbers (None: the layout can run)."""
+    code = invalid_code(layout, model, m, gpus, stages)
+    if code == 0:
+        return None
+    detail = {
+        1: f"tp·p·dp·cp = {layout.gpus}, gpus = {gpus}",
+        2: f"tp = {layout.tp}, heads = {model.heads}",
+        3: f"tp = {layout.tp}, kv_heads = {model.kv_heads}",
+        4: f"stages = {layout.p if stages is None else stages}, layers = {model.layers}",
+        5: f"2·cp = {2 * layout.cp}, sequence = {model.sequence}",
+        6: f"dp·m = {layout.dp * m}, global_batch = {model.global_batch}",
+    }[code]
+    return f"{INVALID_REASONS[code]} ({detail})"
 
 
 def layouts_for(gpus: int, p: int, tp_values: Sequence[int], cp_values: Sequence[int]) -> list[tuple[int, int, int | None]]:

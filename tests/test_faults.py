@@ -86,6 +86,12 @@ def test_every_spec_field_is_in_the_identity_or_explicitly_excluded():
 
 #: Values to try for config keys that are not numbers (a new key of that kind must get one here).
 ALTERNATIVES = {
+    "gpus": [8],
+    "tp": [2],
+    "dp": [2],
+    "cp": [2],
+    "layout": {"sequence_parallel": True},
+    "systems": {"other": {"peak_flops": 1.0e15, "memory_bandwidth": 3.35e12, "bandwidth": 5.0e10, "latency": 5.0e-7}},
     "model.name": "other",
     "system.name": "other",
     "schedules": ["gpipe"],

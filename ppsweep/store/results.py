@@ -57,7 +57,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
-from ppsweep.store.schema import FITS, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
+from ppsweep.store.schema import FITS, LAYOUT_VARIABLES, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
 from ppsweep.sweep.config import DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
 
 if TYPE_CHECKING:
@@ -489,7 +489,7 @@ def stored_variables(present: Any = None) -> list[str]:
         (a store has ``t_sim_nominal`` only with noise and ``fits`` only with a capacity axis);
         None: every name a store can have.
     """
-    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits"]
+    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits", *LAYOUT_VARIABLES, "dp"]
     return [name for name in names if present is None or name in present]
 
 
