@@ -320,8 +320,12 @@ class SystemConfig:
       compute_efficiency: share of the peak reached (0, 1].
       memory_bandwidth: bytes/s.
       memory_efficiency: share of the memory bandwidth reached (0, 1].
-      bandwidth: network bandwidth ``β``, bytes/s.
-      latency: network latency ``α``, s.
+      bandwidth: network bandwidth ``β``, bytes/s: between nodes (the inter tier).
+      latency: network latency ``α``, s: between nodes.
+      gpus_per_node: GPUs of one node: pipeline worker ``w`` runs on node ``w // gpus_per_node``
+        (1, the default: every pipeline hop crosses nodes; :mod:`ppsweep.engine.tiers`).
+      intra_bandwidth, intra_latency: ``β`` and ``α`` between two GPUs of one node (NVLink);
+        None (the default): the same as between nodes.
       memory_capacity: bytes per worker; a point whose bottleneck worker needs more is invalid
         (None: no cap).
       optimizer_time: seconds of one optimizer update per worker (0: none).
@@ -344,6 +348,9 @@ class SystemConfig:
     memory_capacity: float | None = None
     optimizer_time: float = 0.0
     fb_overlap: float = 0.0
+    gpus_per_node: int = 1
+    intra_bandwidth: float | None = None
+    intra_latency: float | None = None
     name: str = "system"
     gpus_per_node: int = field(default=1, metadata=IDENTITY_WHEN_SET)
     intra_bandwidth: float | None = field(default=None, metadata=IDENTITY_WHEN_SET)
@@ -666,7 +673,7 @@ def stage_costs(model: ModelConfig, system: SystemConfig, table: ScheduleTable, 
 
 
 def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, point_axes: int = 0,
-                 fb_overlap: Any = 0.0) -> "Costs":
+                 fb_overlap: Any = 0.0, alpha_intra: Any = None, beta_intra: Any = None) -> "Costs":
     """The engine's :class:`~ppsweep.engine.costs.Costs` of ``costs`` at network ``alpha``, ``beta``.
 
     Args:
@@ -676,6 +683,7 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
       point_axes: axes that follow the compute axis in the point shape (the per-stage arrays get
         length-1 axes there).
       fb_overlap: share of an overlapped pair's forward hidden under its backward (:func:`pair_time`).
+      alpha_intra, beta_intra: latency and bandwidth within a node (None: ``alpha``, ``beta``).
 
     Returns:
       The validated :class:`~ppsweep.engine.costs.Costs` (``simulate(table, costs, mode)``).
@@ -687,4 +695,4 @@ def engine_costs(costs: StageCosts, alpha: Any, beta: Any, t_opt: Any = 0.0, poi
 
     return Costs.of(costs.t_f.shape[-1], stage(costs.t_f), stage(costs.t_b), alpha, beta, costs.msg_bytes,
                     t_i=stage(costs.t_i), t_w=stage(costs.t_w), grad_bytes=costs.grad_bytes, t_opt=t_opt,
-                    fb_overlap=fb_overlap)
+                    fb_overlap=fb_overlap, alpha_intra=alpha_intra, beta_intra=beta_intra)

@@ -107,6 +107,8 @@ ALTERNATIVES = {
     "engine.dtype": "float32",
     "engine.method": "scan",
     "system.memory_capacity": 1.0e12,
+    "system.intra_bandwidth": 1.0e12,
+    "system.intra_latency": 1.0e-7,
     "model.recompute": "selective",
     "model.stage_layers": "balanced",
     "model.ffn_hidden": 8192,

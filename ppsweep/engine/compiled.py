@@ -2,7 +2,8 @@
 
 :func:`compiled_for` gives the :class:`CompiledTable` of a table: its :class:`~ppsweep.engine.program.Program`
 (compiled once), and, built on first use and kept with it, the scan's padded lanes of each
-communication mode and the envelopes of each (mode, feature directions, cap). The program, the
+communication mode, the tiers of each placement of its workers on nodes (:mod:`ppsweep.engine.tiers`)
+and the envelopes of each (mode, feature directions, cap, tiers). The program, the
 envelopes and the compiled scan's steps are also kept on disk across runs
 (:mod:`ppsweep.engine.envelope_cache`). The cache holds tables weakly: a table's compiled form
 goes when the table does.
@@ -19,6 +20,7 @@ import numpy as np
 
 from ppsweep.engine.comm import Routing, route
 from ppsweep.engine.program import Program, compile_program
+from ppsweep.engine.tiers import Tiers, check_worker_node, tiers_for
 from ppsweep.tables.table import ScheduleTable
 
 
@@ -123,6 +125,8 @@ class CompiledTable:
         self._routes: dict[str, Routing] = {}
         self._lanes: dict[str, tuple[ScanShape, tuple]] = {}
         self._envelopes: dict[tuple, Any] = {}
+        self._tiers: dict[tuple[int, ...], Tiers] = {}
+        self._tier_lanes: dict[tuple[int, ...], tuple] = {}
         self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
         self.program: Program = cached_program(self.digest, table.kind.size, lambda: compile_program(table))
@@ -135,24 +139,39 @@ class CompiledTable:
         """The scan's static shape and lane arrays (on the device, in blocks of waves) in ``mode``."""
         return self._cached(self._lanes, mode, lambda: _scan_lanes(self.program, self.routing(mode)))
 
-    def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int) -> Any:
-        """The envelope of ``mode`` for feature ``weights`` (identified by ``key``), or the
+    def tiers(self, worker_node: Any = None) -> Tiers:
+        """The tier of every link and synchronisation with workers on nodes ``worker_node``
+        (:func:`ppsweep.engine.tiers.tiers_for`; None: each worker on its own node)."""
+        nodes = check_worker_node(worker_node, self.program.p)
+        return self._cached(self._tiers, nodes, lambda: tiers_for(self.program, nodes))
+
+    def tier_lanes(self, tiers: Tiers) -> tuple:
+        """Per block of the scan's lanes (:meth:`lanes`), the tier of each lane's message ``(WAVE_BLOCK, p)``
+        on the device (:data:`ppsweep.engine.tiers.INTER` where a lane sends nothing)."""
+        return self._cached(self._tier_lanes, tiers.worker_node, lambda: _tier_blocks(self.program, tiers))
+
+    def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int,
+                 tiers: Tiers | None = None) -> Any:
+        """The envelope of ``mode`` for feature ``weights`` (identified by ``key``) with messages on
+        ``tiers`` (default: every one between nodes), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
         from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
         from ppsweep.engine.envelope_cache import cached_envelope
 
+        tiers = self.tiers(None) if tiers is None else tiers
+
         def build():
             try:
-                return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode))
+                return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode), tiers=tiers)
             except EnvelopeTooLarge as err:
                 # The verdict, not the raised error: its traceback would keep the callers' frames,
                 # and with them this table and its compiled form, alive as long as the cache.
                 return EnvelopeTooLarge(*err.args)
 
         def from_disk():
-            return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build)
+            return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build, tiers.key())
 
-        return self._cached(self._envelopes, (mode, cap) + key, from_disk)
+        return self._cached(self._envelopes, (mode, cap) + key + tiers.key(), from_disk)
 
     def digest(self) -> str:
         """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""
@@ -191,6 +210,18 @@ def compiled_for(table: ScheduleTable) -> CompiledTable:
         with _LOCK:
             hit = _COMPILED.setdefault(table, made)
     return hit
+
+
+def _tier_blocks(program: Program, tiers: Tiers) -> tuple:
+    """Each lane's tier, padded and cut into blocks as :func:`_scan_lanes` cuts the lanes."""
+    import jax
+    import jax.numpy as jnp
+
+    waves = bucket(program.n_waves, WAVE_BLOCK)
+    lanes = np.zeros((waves, program.p), dtype=np.int64)
+    lanes[: program.n_waves] = tiers.lane_tier(np.where(program.link == program.trash_link, -1, program.link))
+    with jax.enable_x64(True):  # int64 indices, whoever calls
+        return tuple(jnp.asarray(lanes[b:b + WAVE_BLOCK]) for b in range(0, waves, WAVE_BLOCK))
 
 
 def _scan_lanes(program: Program, routing: Routing) -> ScanLanes:

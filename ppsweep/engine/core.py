@@ -43,6 +43,7 @@ from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, 
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.costs import Costs
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends
+from ppsweep.engine.tiers import Tiers, check_worker_node
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.tables.table import ScheduleTable
@@ -128,6 +129,9 @@ def simulate(
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
     noise: NoiseConfig | None = None,
+    alpha_intra: Any = None,
+    beta_intra: Any = None,
+    worker_node: Any = None,
 ) -> SimResult:
     """Simulate one table at every point of a broadcast grid of costs.
 
@@ -153,23 +157,27 @@ def simulate(
       t_opt: optimizer update seconds per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
         a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
-      dtype, chunk, method, finish, cap, noise: as in :func:`simulate_costs`.
+      dtype, chunk, method, finish, cap, noise, worker_node: as in :func:`simulate_costs`.
+      alpha_intra, beta_intra: latency and bandwidth of the tier within a node (default ``alpha``,
+        ``beta``; :mod:`ppsweep.engine.tiers`); ``alpha``, ``beta`` are the tier between nodes.
 
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape.
     """
     if isinstance(t_f, Costs):
-        loose = {"alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_i": t_i, "t_w": t_w}
+        loose = {"alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_i": t_i, "t_w": t_w, "alpha_intra": alpha_intra,
+                 "beta_intra": beta_intra}
         given = [k for k, v in loose.items() if v is not None]
         if given or not all(np.ndim(v) == 0 and v == 0.0 for v in (grad_bytes, t_opt, fb_overlap)):
             raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt/fb_overlap']}")
         return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, method=method,
-                              finish=finish, cap=cap, noise=noise)
+                              finish=finish, cap=cap, noise=noise, worker_node=worker_node)
     check_mode(mode)
     check_method(method)
     costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
-                     fb_overlap=fb_overlap)
-    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
+                     fb_overlap=fb_overlap, alpha_intra=alpha_intra, beta_intra=beta_intra)
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise,
+                                 worker_node=worker_node)
 
 
 def simulate_costs(
@@ -183,6 +191,7 @@ def simulate_costs(
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
     noise: NoiseConfig | None = None,
+    worker_node: Any = None,
 ) -> SimResult:
     """Simulate one table at every point of ``costs`` (``simulate(table, costs, mode)``).
 
@@ -201,20 +210,26 @@ def simulate_costs(
         here, :func:`ppsweep.engine.noise.op_factors`), on the scan (the envelope cannot take
         per-operation noise); results get a trailing axis of length ``k``. Where every factor is
         1 (``noise.is_zero``) the noise-free results are repeated along it.
+      worker_node: the node of each pipeline worker, ``p`` integers (default: each its own node):
+        a message between two workers of one node takes the intra tier (``costs.alpha_intra``,
+        ``beta_intra``), any other the tier between nodes (``alpha``, ``beta``); :mod:`ppsweep.engine.tiers`.
 
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
     """
     costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
-                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap)
-    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise)
+                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap,
+                     alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise,
+                                 worker_node=worker_node)
 
 
 def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, method: str,
-                          finish: bool, cap: int, noise: NoiseConfig | None) -> SimResult:
+                          finish: bool, cap: int, noise: NoiseConfig | None, worker_node: Any = None) -> SimResult:
     """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages."""
     check_mode(mode)
     check_method(method)
+    worker_node = check_worker_node(worker_node, table.p)
     if not (isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1):
         raise ValueError(f"engine.chunk: must be an integer >= 1 (points per scan tile), got {chunk!r}")
     try:
@@ -229,20 +244,21 @@ def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtyp
     if noise is not None and noise.enabled:
         if noise.is_zero:
             plain = _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap,
-                                          noise=None)
+                                          noise=None, worker_node=worker_node)
             rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
             return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
                              rep(plain.compute_time, -1), plain.method)
         batch, n = batch + (noise.samples,), n * noise.samples
     with jax.enable_x64(True):
         compiled = compiled_for(table)
+        tiers = compiled.tiers(worker_node)
         if noise is not None and noise.enabled:
             factors = _lane_factors(compiled, table, noise)
         elif method in ("auto", "envelope"):
-            result = _simulate_envelope(compiled, costs, batch, mode, dtype, chunk, finish, cap)
+            result = _simulate_envelope(compiled, costs, batch, mode, dtype, chunk, finish, cap, tiers)
             if result is not None:
                 return result
-        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors)
+        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors, tiers)
     return SimResult(
         t_sim=t_sim.reshape(batch),
         worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
@@ -261,6 +277,7 @@ def _simulate_scan(
     dtype: np.dtype,
     chunk: int,
     factors: "_LaneFactors | None" = None,
+    tiers: Tiers | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
 
@@ -271,6 +288,7 @@ def _simulate_scan(
     over the group's samples).
     """
     program = compiled.program
+    tiers = compiled.tiers(None) if tiers is None else tiers
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
@@ -283,8 +301,8 @@ def _simulate_scan(
         # the costs of each point, or with noise of each group of samples (its samples share them)
         flat = costs.at(np.unravel_index(index[lo:hi:k] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
         dur = flat.durations()  # (5S + 1, n or groups)
-        point = _Point(dur, flat.alpha, flat.wire(), _sync_durations(program, flat), flat.t_opt)
-        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors)
+        point = _Point(dur, flat.tier_alpha(), flat.tier_wire(), _sync_durations(program, flat, tiers), flat.t_opt)
+        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors, tiers)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
         if factors is None:
             compute[lo:hi] = counts @ dur + program.p * flat.t_opt
@@ -304,18 +322,19 @@ def _simulate_envelope(
     chunk: int,
     finish: bool,
     cap: int,
+    tiers: Tiers,
 ) -> SimResult | None:
     """The envelope method, or None where the table needs more than ``cap`` vectors."""
     feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
-                               ndim=len(batch))
-    env = compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap)
+                               ndim=len(batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+    env = compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers)
     if isinstance(env, _envelope.EnvelopeTooLarge):
         return None
     r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
     comm = r.comm_time
     ambiguous = np.flatnonzero(r.ambiguous)
     if ambiguous.size:  # the README's tie rule decides these: ask the scan
-        _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk)
+        _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk, tiers=tiers)
         comm = comm.copy()
         comm.flat[ambiguous] = scanned
     return SimResult(
@@ -327,18 +346,20 @@ def _simulate_envelope(
     )
 
 
-def _sync_durations(program: Program, costs: Costs) -> np.ndarray:
-    """All-reduce time of each synchronised stage at flat ``costs``, ``(n_sync, n)``."""
+def _sync_durations(program: Program, costs: Costs, tiers: Tiers) -> np.ndarray:
+    """All-reduce time of each synchronised stage at flat ``costs`` on its tier, ``(n_sync, n)``."""
     out = np.zeros((program.n_sync, costs.alpha.shape[0]))
+    alpha, beta = costs.tier_alpha(), costs.tier_beta()
     for k, stage in enumerate(program.sync_stages):
         ring = RingAllReduce(int(np.sum(program.sync_holders[k] >= 0)))
-        out[k] = ring.time(costs.alpha, costs.grad_bytes[:, stage], costs.beta)
+        tier = int(tiers.sync_tier[k])
+        out[k] = ring.time(alpha[tier], costs.grad_bytes[:, stage], beta[tier])
     return out
 
 
 class _Point(NamedTuple):
-    """Flat per-point inputs of the scan: durations ``(4S, n)``, ``alpha``, ``wire`` ``(n,)``,
-    all-reduce times ``(n_sync, n)``, ``t_opt`` ``(n,)``."""
+    """Flat per-point inputs of the scan: durations ``(4S, n)``, ``alpha``, ``wire`` per tier
+    ``(N_TIERS, n)`` (:mod:`ppsweep.engine.tiers`), all-reduce times ``(n_sync, n)``, ``t_opt`` ``(n,)``."""
 
     dur: Any
     alpha: Any
@@ -348,7 +369,8 @@ class _Point(NamedTuple):
 
 
 def _run_scan(
-    compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, factors: "_LaneFactors | None" = None
+    compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, factors: "_LaneFactors | None" = None,
+    tiers: Tiers | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the scan over flat per-point inputs, tile by tile: ``t_sim (n,)``, ``finish (p, n)`` and
     the critical path's compute time ``(n,)``, float64.
@@ -359,16 +381,18 @@ def _run_scan(
     holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
     """
     devices = jax.devices()
+    tiers = compiled.tiers(None) if tiers is None else tiers
     if factors is None and _native_scan(devices):
-        return _run_native(compiled, mode, point, dtype, chunk)
+        return _run_native(compiled, mode, point, dtype, chunk, tiers)
     shape, blocks, counts = compiled.lanes(mode)
+    blocks = tuple(lanes + (tier,) for lanes, tier in zip(blocks, compiled.tier_lanes(tiers)))
     k, block_factors = 0, [()] * len(blocks)
     if factors is not None:
         k = factors.compute.shape[-1]
         with jax.enable_x64(True):
             block_factors = [(jnp.asarray(factors.compute[b:b + WAVE_BLOCK], dtype), jnp.asarray(factors.message[b:b + WAVE_BLOCK], dtype))
                              for b in range(0, len(blocks) * WAVE_BLOCK, WAVE_BLOCK)]
-    n = point.alpha.shape[0] * max(k, 1)  # points (with noise: groups × samples)
+    n = point.alpha.shape[-1] * max(k, 1)  # points (with noise: groups × samples)
     tile = min(chunk, _power_of_two(n, 256), _tile_points(shape, point.dur.shape[0], k))
     if k:
         tile = max(1, tile // k) * k
@@ -423,7 +447,7 @@ def _native_scan(devices: list) -> bool:
     return choice == "native" or (choice == "auto" and len(devices) == 1 and devices[0].platform == "cpu")
 
 
-def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int
+def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, tiers: Tiers
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
     ranges of points on every core (threads; the loop holds no interpreter lock), each carried
@@ -434,7 +458,7 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
         compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
     program = compiled.program
-    n = point.alpha.shape[0]
+    n = point.alpha.shape[-1]
     state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
     workers = _scan_workers()
     # every core a tile at least (small grids), each no larger than the caches hold
@@ -447,7 +471,8 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     # a few ranges of whole tiles per thread, so that threads that run slower still end together
     per_range = tile * max(1, -(-n // (tile * 4 * workers)))
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
-    run = lambda r: run_points(steps, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r)  # noqa: E731
+    step_tier = tiers.lane_tier(steps.link)
+    run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r)  # noqa: E731
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(run, ranges))
@@ -680,9 +705,11 @@ def _scan_waves(shape: WaveShape, lanes: tuple, n_waves: Any, dur: Any, alpha: A
     ``lanes`` from ``state``, for one tile; the state after them.
 
     Every table of the same :class:`WaveShape` shares the compiled code, whatever its length. With
-    ``k > 0`` samples the costs (``dur (rows, g)``, ``alpha``, ``wire (g,)``) are those of ``g``
+    ``k > 0`` samples the costs (``dur (rows, g)``, ``alpha``, ``wire (N_TIERS, g)``) are those of ``g``
     groups of samples, the tile's ``n = k·g`` points are sample-major (``k`` blocks of the ``g``
     groups) and the block's ``(WAVE_BLOCK, p, k)`` factors scale each lane's compute time and messages.
+    ``lanes`` ends with each lane's tier (:meth:`ppsweep.engine.compiled.CompiledTable.tier_lanes`): its
+    message takes that tier's row of ``alpha`` and ``wire``.
     """
     p = shape.p
     n = state.free.t.shape[-1]
@@ -695,11 +722,11 @@ def _scan_waves(shape: WaveShape, lanes: tuple, n_waves: Any, dur: Any, alpha: A
         """Wave ``x``'s durations, wire and message times ``(p, n)`` with its lanes' factors ``(p, k)``
         (the points sample-major)."""
         by_sample = lambda f, a: (a[:, None, :] * f[:, :, None]).reshape((p, n))  # noqa: E731
-        return (by_sample(x[7], dur[x[1]]), by_sample(x[8], wire[None]), by_sample(x[8], msg[None]))
+        return (by_sample(x[8], dur[x[1]]), by_sample(x[9], wire[x[7]]), by_sample(x[9], msg[x[7]]))
 
     def wave(s: _State, x, noisy=()) -> _State:
-        on, row, dep, out, held, rnd, ss = x[:7]
-        d, lane_wire, lane_msg = noisy or (dur[row], wire, msg)
+        on, row, dep, out, held, rnd, ss, tier = x[:8]
+        d, lane_wire, lane_msg = noisy or (dur[row], wire[tier], msg[tier])
         start = alg.join(s.free, s.reg.at(dep))
         end = alg.compute(start, d)
         res, arrival = s.res, None

@@ -18,7 +18,7 @@ from ppsweep.engine.comm import wire_time
 #: Per-stage fields, in the order of the engine's duration rows (kinds), then the gradient bytes.
 STAGE_FIELDS = ("t_f", "t_b", "t_i", "t_w", "grad_bytes")
 #: Per-point fields.
-POINT_FIELDS = ("alpha", "beta", "msg_bytes", "t_opt", "fb_overlap")
+POINT_FIELDS = ("alpha", "beta", "msg_bytes", "t_opt", "fb_overlap", "alpha_intra", "beta_intra")
 #: Compute-duration fields, in the order of :data:`ppsweep.engine.program.KIND_ROW`; then ``t_pf``, the
 #: forward part of an overlapped pair (:data:`ppsweep.engine.program.PAIR_F`), and one row of zeros.
 KINDS = ("t_f", "t_b", "t_i", "t_w")
@@ -33,10 +33,14 @@ class Costs:
       t_f, t_b, t_i, t_w: forward, full-backward, input- and weight-gradient seconds per
         microbatch of each stage, ``batch + (S or 1,)``.
       grad_bytes: gradient bytes of each stage (synchronising replicated stages), ``batch + (S or 1,)``.
-      alpha: message latency, s; beta: bandwidth, bytes/s (``inf``: free transfers);
+      alpha: message latency, s; beta: bandwidth, bytes/s (``inf``: free transfers): the tier
+        between nodes (:mod:`ppsweep.engine.tiers`), which every message takes with the default placement;
         msg_bytes: bytes of one point-to-point message; t_opt: optimizer update seconds per
         worker (0: none); fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden
-        under its backward half (:func:`ppsweep.costs.pair_time`) -- each broadcastable to ``batch``.
+        under its backward half (:func:`ppsweep.costs.pair_time`); alpha_intra, beta_intra: latency
+        and bandwidth of the tier within a node (messages between workers of one node,
+        :mod:`ppsweep.engine.tiers`; :meth:`of` makes them ``alpha``, ``beta`` where not given) --
+        each broadcastable to ``batch``.
     """
 
     t_f: Any
@@ -49,6 +53,8 @@ class Costs:
     msg_bytes: Any
     t_opt: Any
     fb_overlap: Any = 0.0
+    alpha_intra: Any = None
+    beta_intra: Any = None
 
     @classmethod
     def of(
@@ -65,8 +71,11 @@ class Costs:
         grad_bytes: Any = 0.0,
         t_opt: Any = 0.0,
         fb_overlap: Any = 0.0,
+        alpha_intra: Any = None,
+        beta_intra: Any = None,
     ) -> "Costs":
-        """Validated costs of a table with ``n_stages`` stages (``t_i``, ``t_w`` default to ``t_b/2``).
+        """Validated costs of a table with ``n_stages`` stages (``t_i``, ``t_w`` default to ``t_b/2``;
+        ``alpha_intra``, ``beta_intra``, the tier within a node, to ``alpha``, ``beta``).
 
         Raises:
           ValueError: naming the first bad field (shape, sign, finiteness).
@@ -74,15 +83,18 @@ class Costs:
         t_i = np.asarray(t_b, float) / 2 if t_i is None else t_i
         t_w = np.asarray(t_b, float) / 2 if t_w is None else t_w
         given = {"t_f": t_f, "t_b": t_b, "t_i": t_i, "t_w": t_w, "grad_bytes": grad_bytes,
-                 "alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_opt": t_opt, "fb_overlap": fb_overlap}
+                 "alpha": alpha, "beta": beta, "msg_bytes": msg_bytes, "t_opt": t_opt, "fb_overlap": fb_overlap,
+                 "alpha_intra": alpha if alpha_intra is None else alpha_intra,
+                 "beta_intra": beta if beta_intra is None else beta_intra}
         arrays = {k: _stage_array(k, given[k], n_stages) for k in STAGE_FIELDS}
         arrays.update({k: np.asarray(given[k], dtype=float) for k in POINT_FIELDS})
-        for name in STAGE_FIELDS + ("alpha", "msg_bytes", "t_opt"):
+        for name in STAGE_FIELDS + ("alpha", "msg_bytes", "t_opt", "alpha_intra"):
             a = arrays[name]
             if not (np.all(np.isfinite(a)) and np.all(a >= 0)):
                 raise ValueError(f"{name}: must be finite and >= 0")
-        if not np.all(arrays["beta"] > 0):
-            raise ValueError("beta: bandwidth must be > 0 bytes/s (inf allowed)")
+        for name in ("beta", "beta_intra"):
+            if not np.all(arrays[name] > 0):
+                raise ValueError(f"{name}: bandwidth must be > 0 bytes/s (inf allowed)")
         if not np.all((arrays["fb_overlap"] >= 0) & (arrays["fb_overlap"] <= 1)):
             raise ValueError("fb_overlap: must be in [0, 1] (share of a pair's forward hidden under its backward)")
         return cls(**arrays)
@@ -112,8 +124,20 @@ class Costs:
         return pair_time(self.t_f, 0.0, np.asarray(self.fb_overlap)[..., None])
 
     def wire(self) -> np.ndarray:
-        """Seconds one message occupies its link: ``msg_bytes / beta`` (0 where ``beta = inf``)."""
+        """Seconds one message occupies a link between nodes: ``msg_bytes / beta`` (0 where ``beta = inf``)."""
         return wire_time(self.msg_bytes, self.beta)
+
+    def tier_alpha(self) -> np.ndarray:
+        """Flat costs' latency per tier, ``(N_TIERS, n)``: rows :data:`ppsweep.engine.tiers.INTER`, ``INTRA``."""
+        return np.stack([self.alpha, self.alpha_intra])
+
+    def tier_beta(self) -> np.ndarray:
+        """Flat costs' bandwidth per tier, ``(N_TIERS, n)`` (as :meth:`tier_alpha`)."""
+        return np.stack([self.beta, self.beta_intra])
+
+    def tier_wire(self) -> np.ndarray:
+        """Flat costs' wire time of one message per tier, ``(N_TIERS, n)`` (as :meth:`tier_alpha`)."""
+        return np.stack([self.wire(), wire_time(self.msg_bytes, self.beta_intra)])
 
     def stages(self) -> dict[str, Any]:
         """The per-stage fields by name, and ``t_pf`` (:meth:`pair_forward`)."""

@@ -17,7 +17,9 @@ past a cap (the engine then falls back to the scan). Evaluating a point is then 
 matrix-vector product and a maximum (:func:`evaluate`).
 
 **Features.** The raw costs of a table are its duration rows (kind × stage), ``t_opt``, the latency
-``alpha``, the wire time ``msg_bytes/beta`` and one all-reduce time per synchronised stage. Sweeps
+``alpha``, the wire time ``msg_bytes/beta``, the same two of the tier within a node (``alpha_intra``,
+``msg_bytes/beta_intra``: messages between workers of one node, :mod:`ppsweep.engine.tiers`) and
+one all-reduce time per synchronised stage (on its tier). Sweeps
 vary them along few directions: the cost model makes every stage's forward, backward, I and W
 proportional to one per-layer time, and the all-reduce and message times proportional to
 ``1/beta``. :func:`features` finds such directions in the inputs it is given (a per-stage array
@@ -52,6 +54,7 @@ import numpy as np
 
 from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
 from ppsweep.engine.program import Program, n_duration_rows
+from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
 from ppsweep.tables.table import ScheduleTable
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
@@ -78,14 +81,17 @@ class EnvelopeTooLarge(Exception):
 
 
 def raw_size(program: Program) -> int:
-    """Raw cost coordinates of a table: ``5·S + 1`` duration rows, ``t_opt``, ``alpha``, wire, all-reduces."""
-    return n_duration_rows(program.n_stages) + 3 + program.n_sync
+    """Raw cost coordinates of a table: ``5·S + 1`` duration rows, ``t_opt``, ``alpha``, wire, the
+    tier within a node's ``alpha`` and wire, all-reduces."""
+    return n_duration_rows(program.n_stages) + 5 + program.n_sync
 
 
 def raw_index(program: Program) -> dict[str, int]:
-    """Positions of ``t_opt``, ``alpha`` and ``wire`` among the raw coordinates (syncs follow)."""
+    """Positions of ``t_opt``, ``alpha``, ``wire``, ``alpha_intra`` and ``wire_intra`` among the raw
+    coordinates (syncs follow)."""
     base = n_duration_rows(program.n_stages)
-    return {"t_opt": base, "alpha": base + 1, "wire": base + 2, "sync": base + 3}
+    return {"t_opt": base, "alpha": base + 1, "wire": base + 2, "alpha_intra": base + 3, "wire_intra": base + 4,
+            "sync": base + 5}
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,9 @@ def features(
     msg_bytes: np.ndarray,
     t_opt: np.ndarray,
     ndim: int,
+    tiers: Tiers | None = None,
+    alpha_intra: np.ndarray | None = None,
+    beta_intra: np.ndarray | None = None,
 ) -> Features:
     """Reduce a point grid's costs to a few features (module docstring, "Features").
 
@@ -144,6 +153,9 @@ def features(
         the table has no pair), ``grad_bytes``, each ``batch_k + (S or 1,)``.
       alpha, beta, msg_bytes, t_opt: per-point arrays broadcastable to the point shape.
       ndim: number of axes of the point shape.
+      tiers: the tier of each link and synchronisation (default: every one between nodes).
+      alpha_intra, beta_intra: the tier within a node (default ``alpha``, ``beta``): its features
+        are added only where ``tiers`` uses it.
 
     Returns:
       The :class:`Features`.
@@ -182,20 +194,30 @@ def features(
     w[idx["t_opt"]] = 1.0
     cands.append((lead(t_opt, 0), w, False))
 
+    tiers = tiers_for(program) if tiers is None else tiers
+    alpha_intra = alpha if alpha_intra is None else alpha_intra
+    beta_intra = beta if beta_intra is None else beta_intra
     alpha, beta, msg_bytes = lead(alpha, 0), lead(beta, 0), lead(msg_bytes, 0)
+    alpha_intra, beta_intra = lead(alpha_intra, 0), lead(beta_intra, 0)
     rings = [RingAllReduce(int(np.sum(program.sync_holders[k] >= 0))) for k in range(program.n_sync)]
-    w = np.zeros(D)
-    w[idx["alpha"]] = 1.0
-    for k, ring in enumerate(rings):
-        w[idx["sync"] + k] = ring.alpha_coefficient
-    cands.append((alpha, w, True))
-    w = np.zeros(D)
-    w[idx["wire"]] = 1.0
-    cands.append((wire_time(msg_bytes, beta), w, True))
+    for tier, latency, bandwidth, names in ((INTER, alpha, beta, ("alpha", "wire")),
+                                            (INTRA, alpha_intra, beta_intra, ("alpha_intra", "wire_intra"))):
+        if tier == INTRA and not tiers.uses_intra:
+            break  # the tier within a node carries nothing
+        w = np.zeros(D)
+        w[idx[names[0]]] = 1.0
+        for k, ring in enumerate(rings):
+            if tiers.sync_tier[k] == tier:
+                w[idx["sync"] + k] = ring.alpha_coefficient
+        cands.append((latency, w, True))
+        w = np.zeros(D)
+        w[idx[names[1]]] = 1.0
+        cands.append((wire_time(msg_bytes, bandwidth), w, True))
     if program.n_sync:
         g = lead(stage_arrays["grad_bytes"], 1)
         g = np.broadcast_to(g, g.shape[:-1] + (S,))[..., program.sync_stages]
-        per_sync = wire_time(g, beta[..., None])  # (..., n_sync)
+        sync_beta = np.where(tiers.sync_tier == INTRA, beta_intra[..., None], beta[..., None])  # each sync's tier
+        per_sync = wire_time(g, sync_beta)  # (..., n_sync)
         factor = np.array([ring.wire_coefficient for ring in rings])
         one = _rank_one(per_sync)
         if one is not None:
@@ -347,7 +369,7 @@ class _SetAlgebra:
 
 
 def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
-                   routing: Routing | None = None, native: bool = True) -> Envelope:
+                   routing: Routing | None = None, native: bool = True, tiers: Tiers | None = None) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
     The programme walks the same waves, registers, resources and synchronisations as the scan
@@ -364,6 +386,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
       native: run the programme compiled (:mod:`ppsweep.engine.native_envelope`, the same vectors
         to the bit; vectors of more than 128 features take the reference); False: the reference,
         lane by lane in numpy.
+      tiers: the tier of each link and synchronisation (default: every one between nodes); a
+        message adds its tier's latency and wire vectors.
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
@@ -374,8 +398,11 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     p = program.p
     rows = weights[:, : n_duration_rows(program.n_stages)].T  # (5S+1, J) duration of each row (the last is 0)
     t_opt = weights[:, idx["t_opt"]]
-    wire = weights[:, idx["wire"]]
-    msg = message_time(weights[:, idx["alpha"]], wire)
+    # per tier (rows INTER, INTRA), a message's wire and whole time; each lane's message its link's tier
+    wire = weights[:, [idx["wire"], idx["wire_intra"]]].T
+    msg = message_time(weights[:, [idx["alpha"], idx["alpha_intra"]]].T, wire)
+    tiers = tiers_for(program) if tiers is None else tiers
+    lane_tier = tiers.lane_tier(np.where(program.link == program.trash_link, -1, program.link))
     sync_vec = weights[:, idx["sync"] : idx["sync"] + program.n_sync].T
     zero = np.zeros((1, J))
     from ppsweep.engine import native_envelope
@@ -384,7 +411,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     alg = _SetAlgebra(cap, native)
     if native:  # the same walk, compiled
         free, reg, res, ready, alg.largest, too_many = native_envelope.run_waves(program, routing, rows, wire, msg,
-                                                                                 cap, _SAME)
+                                                                                 cap, _SAME, lane_tier)
         if too_many:
             raise EnvelopeTooLarge(f"{too_many} vectors at one node (cap {cap})")
     else:  # the reference: lane by lane
@@ -404,7 +431,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
                 busy = end
                 if sends:
                     held = [int(i) for i in routing.lane_resources[t, w]]
-                    arrival, released = send(alg, end, [res[i] for i in held], wire, msg)
+                    tier = lane_tier[t, w]
+                    arrival, released = send(alg, end, [res[i] for i in held], wire[tier], msg[tier])
                     for i in held:
                         res[i] = released
                     writes.append((reg, out, arrival))

@@ -6,7 +6,8 @@ cap, and the code that compiles a table and builds its envelope. :func:`cached_e
 each built envelope -- or the verdict that the table needs more vectors than the cap, so the
 engine's fallback to the scan is decided without building again -- in one file named by a hash
 of all of that: the table's content (every field, arrays by their bytes, not its name alone),
-the mode, the weights' and flags' bytes, the cap and the source of every module that takes part
+the mode, the weights' and flags' bytes, the cap, the tier of each link and synchronisation
+(:meth:`ppsweep.engine.tiers.Tiers.key`; the placement of workers on nodes) and the source of every module that takes part
 (:func:`code_version`). A change to any of them reads no old file. A table's compiled
 :class:`~ppsweep.engine.program.Program` (:func:`cached_program`) and the compiled scan's steps in
 each mode (:func:`cached_native_steps`) are kept the same way, keyed by the table's content (and
@@ -46,7 +47,7 @@ MIN_WAVES = 16
 #: Modules whose source defines a built envelope, by package.
 _MODULES = {
     "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "native_envelope.py", "native_scan.py",
-               "compiled.py", "envelope_cache.py"),
+               "compiled.py", "envelope_cache.py", "tiers.py"),
     "tables": ("ops.py", "table.py", "fast_realize.py"),
 }
 
@@ -99,7 +100,7 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def envelope_key(digest: str, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int) -> str:
+def envelope_key(digest: str, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int, tiers: tuple = ()) -> str:
     """File name of an envelope: a hash of everything that defines it, the code's version included.
 
     Args:
@@ -107,10 +108,11 @@ def envelope_key(digest: str, mode: str, weights: np.ndarray, comm: np.ndarray, 
       mode: communication mode.
       weights: ``(J, raw_size)`` feature weights; comm: ``(J,)`` communication flags.
       cap: largest set kept at a node.
+      tiers: the tiers' :meth:`~ppsweep.engine.tiers.Tiers.key` (``()``: every message between nodes).
     """
     weights = np.ascontiguousarray(weights)
     comm = np.ascontiguousarray(comm)
-    arrays = hashlib.sha256(weights.tobytes() + comm.tobytes()).hexdigest()
+    arrays = hashlib.sha256(weights.tobytes() + comm.tobytes() + b"".join(tiers)).hexdigest()
     return disk_cache.key_name(["envelope", digest, mode, int(cap), weights.dtype.str, list(weights.shape),
                                 comm.dtype.str, list(comm.shape), arrays, code_version()])
 
@@ -123,6 +125,7 @@ def cached_envelope(
     comm: np.ndarray,
     cap: int,
     build: Callable[[], Built],
+    tiers: tuple = (),
 ) -> Built:
     """The envelope (or too-large verdict) from the cache, or ``build()`` (then stored).
 
@@ -131,6 +134,7 @@ def cached_envelope(
       program: the table's compiled program (its size decides whether the cache is used).
       mode, weights, comm, cap: as in :func:`ppsweep.engine.envelope.build_envelope`.
       build: builds the envelope, returning the :class:`EnvelopeTooLarge` it raises.
+      tiers: the tiers' :meth:`~ppsweep.engine.tiers.Tiers.key` it is built for.
 
     Returns:
       What ``build()`` returns, array for array.
@@ -138,7 +142,7 @@ def cached_envelope(
     directory = cache_dir()
     if directory is None or program.n_waves < MIN_WAVES:
         return build()
-    path = directory / envelope_key(digest(), mode, weights, comm, cap)
+    path = directory / envelope_key(digest(), mode, weights, comm, cap, tiers)
     hit = _read(path, program.p, np.asarray(comm, dtype=bool))
     if hit is not None:
         return hit

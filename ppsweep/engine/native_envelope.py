@@ -146,15 +146,16 @@ def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, no
 
 
 @numba.njit(cache=True, nogil=True)
-def _waves(wave_start, worker, row, dep, out, held, slot, n_nodes, reg_base, res_base, ready_base, blocks_sender,
-           vecs, cap, same):
+def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_base, res_base, ready_base, blocks_sender,
+           vecs, n_tiers, cap, same):
     """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many)``
     (``too_many``: rows kept by the first join past the cap, 0 if none). ``vecs``: the duration
-    rows, then the wire and the message time (the last two rows)."""
+    rows, then per tier the wire and the message time (the last ``2·n_tiers`` rows); a step's
+    message takes its ``tier``'s."""
     J = vecs.shape[1]
     p = reg_base
     k_held = held.shape[1]
-    wire, msg = vecs.shape[0] - 2, vecs.shape[0] - 1
+    comm_base = vecs.shape[0] - 2 * n_tiers
     pool = np.zeros((n_nodes, cap, J))
     count = np.ones(n_nodes, dtype=np.int64)
     widest = max(2, 1 + k_held) * cap  # a join of two sets, or of a message and its resources
@@ -182,6 +183,8 @@ def _waves(wave_start, worker, row, dep, out, held, slot, n_nodes, reg_base, res
                 k = _load(pool, w, count[w], kept, 0)
             n_end = _plus(kept, k, vecs, row[s], end, 0)
             if out[s] >= 0:  # it sends: the message starts once its data and its resources are ready
+                wire = comm_base + 2 * tier[s]
+                msg = wire + 1
                 k = _load(end, 0, n_end, kept, 0)
                 if k_held > 0:
                     n = _load(end, 0, n_end, joined, 0)
@@ -219,15 +222,18 @@ def supports(n_components: int) -> bool:
 
 
 def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int,
-              same: float) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int]:
+              same: float, lane_tier: np.ndarray | None = None
+              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int]:
     """The wave loop of :func:`ppsweep.engine.envelope.build_envelope`, compiled.
 
     Args:
       program: the compiled table; routing: its resources in the mode.
       rows: ``(5S + 1, J)`` duration vector of each cost row.
-      wire, msg: ``(J,)`` vectors of a message's wire time and of its whole time.
+      wire, msg: ``(J,)`` vectors of a message's wire time and of its whole time, or ``(n_tiers, J)``
+        one per tier (:mod:`ppsweep.engine.tiers`).
       cap: largest set kept at a node.
       same: the relative rounding tolerance of a join.
+      lane_tier: ``(n_waves, p)`` the tier of each lane's message (default: all 0).
 
     Returns:
       ``(free, reg, resources, ready, largest, too_many)``: the sets after the last wave, one
@@ -246,14 +252,17 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     n_ready = program.n_sync * p + 1
     reg_base, res_base = p, p + n_regs
     ready_base = res_base + routing.n_resources
+    wire, msg = np.atleast_2d(wire), np.atleast_2d(msg)
+    tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64)[t, w]
     pool, count, largest, too_many = _waves(
         wave_start, w.astype(np.int64), program.cost_row[t, w].astype(np.int64),
         np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
         np.where(out == program.trash_reg, -1, out).astype(np.int64),
         np.ascontiguousarray(routing.lane_resources[t, w], dtype=np.int64),
-        np.where(slot == program.trash_sync, -1, slot).astype(np.int64),
+        np.where(slot == program.trash_sync, -1, slot).astype(np.int64), tier,
         ready_base + n_ready, reg_base, res_base, ready_base, routing.mode.blocks_sender,
-        np.concatenate([rows, wire[None], msg[None]]).astype(np.float64), int(cap), float(same),
+        np.concatenate([rows, np.stack([wire, msg], axis=1).reshape(-1, rows.shape[1])]).astype(np.float64),  # wire, msg per tier
+        int(wire.shape[0]), int(cap), float(same),
     )
     sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
     return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),

@@ -135,13 +135,14 @@ def _join_rows(st, rows, n_rows, i, tol):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan_points(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, blocks_sender, sync_order, sync_holders,
+def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_res, blocks_sender, sync_order, sync_holders,
                  sync_held, dur_t, alpha, wire, sync_dur, t_opt, tol, lo, hi, tile, t_out, fin_out, pc_out):
     """Points ``lo … hi-1`` through every step of the table, then its step's end, ``tile`` points at a time.
 
     Steps are in wave order, within a wave by round then worker; ``dep``, ``out``, ``slot``, ``held``
     are -1 where a step reads no register, sends no message, frees no synchronised stage, holds no
-    resource. ``dur_t (n, 5S + 1)`` holds each point's durations by row; per-point inputs and the
+    resource; a step's message takes tier ``tier[s]``'s row of ``alpha`` and ``wire`` ``(n_tiers, n)``.
+    ``dur_t (n, 5S + 1)`` holds each point's durations by row; per-point inputs and the
     outputs ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)`` (the step time, each worker's
     finish and the critical path's compute time) are indexed by the point.
     """
@@ -155,8 +156,9 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, b
     ends = ready + n_sync * p
     st = np.empty((ends + p + n_sync, 2, tile), dtype)
     dur = np.empty((n_rows_dur, tile), dtype)
-    wire_b = np.empty(tile, dtype)
-    msg = np.empty(tile, dtype)
+    n_tiers = alpha.shape[0]
+    wire_b = np.empty((n_tiers, tile), dtype)
+    msg = np.empty((n_tiers, tile), dtype)
     rows = np.empty(max(sync_holders.shape[1] + sync_held.shape[1], p + n_sync), dtype=np.int64)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
@@ -164,9 +166,10 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, b
         for r in range(n_rows_dur):
             for i in range(b):
                 dur[r, i] = dur_t[start + i, r]
-        for i in range(b):
-            wire_b[i] = wire[start + i]
-            msg[i] = alpha[start + i] + wire[start + i]
+        for j in range(n_tiers):
+            for i in range(b):
+                wire_b[j, i] = wire[j, start + i]
+                msg[j, i] = alpha[j, start + i] + wire[j, start + i]
         st[:ends, :, :b] = 0.0
         for t in range(wave_start.shape[0] - 1):
             first, last = wave_start[t], wave_start[t + 1]
@@ -178,12 +181,13 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, n_regs, n_res, b
                 w = worker[s]
                 if out[s] >= 0:
                     o = reg + out[s]
+                    lane_wire, lane_msg = wire_b[tier[s]], msg[tier[s]]
                     if held.shape[1] == 0:
-                        _arrive(st, w, o, msg, b)
+                        _arrive(st, w, o, lane_msg, b)
                     elif held.shape[1] == 1:
-                        _send_held_one(st, w, res + held[s, 0], o, wire_b, msg, b, tol)
+                        _send_held_one(st, w, res + held[s, 0], o, lane_wire, lane_msg, b, tol)
                     else:
-                        _send_held_two(st, w, res + held[s, 0], res + held[s, 1], o, wire_b, msg, b, tol)
+                        _send_held_two(st, w, res + held[s, 0], res + held[s, 1], o, lane_wire, lane_msg, b, tol)
                 if slot[s] >= 0:
                     _copy_row(st, w, ready + slot[s], b)
                 if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
@@ -246,8 +250,9 @@ class NativeSteps(NamedTuple):
 
     Attributes:
       wave_start: ``(n_waves + 1,)`` first step of each wave.
-      worker, row, dep, out, slot: per step, its worker, duration row, register read, register
-        written and readiness slot (-1: none).
+      worker, row, dep, out, slot, link: per step, its worker, duration row, register read, register
+        written, readiness slot and the directed link of its message (-1: none; the link gives its
+        tier, :meth:`ppsweep.engine.tiers.Tiers.lane_tier`).
       held: ``(n_steps, k)`` the resources its message holds (-1: none).
       n_regs, n_res: registers and resources.
       blocks_sender: the sender is busy until its message arrives.
@@ -263,6 +268,7 @@ class NativeSteps(NamedTuple):
     out: np.ndarray
     held: np.ndarray
     slot: np.ndarray
+    link: np.ndarray
     n_regs: int
     n_res: int
     blocks_sender: bool
@@ -295,6 +301,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
         out=steps(program.out_reg, program.trash_reg),
         held=np.ascontiguousarray(np.where(held < 0, -1, held), dtype=np.int64),
         slot=steps(program.sync_slot, program.trash_sync),
+        link=steps(program.link, program.trash_link),
         n_regs=program.n_regs,
         n_res=routing.n_resources,
         blocks_sender=routing.mode.blocks_sender,
@@ -305,20 +312,25 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     )
 
 
-def run_points(steps: NativeSteps, dur_t: np.ndarray, alpha: np.ndarray, wire: np.ndarray, sync_dur: np.ndarray,
-               t_opt: np.ndarray, tol: float, tile: int, out: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int, hi: int) -> None:
+def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alpha: np.ndarray, wire: np.ndarray,
+               sync_dur: np.ndarray, t_opt: np.ndarray, tol: float, tile: int, out: tuple[np.ndarray, np.ndarray, np.ndarray],
+               lo: int, hi: int) -> None:
     """The scan over points ``lo … hi-1``, ``tile`` points at a time, in the inputs' float dtype
     (float64 or float32, every input the same).
 
     Args:
       steps: the table's steps (:func:`native_steps`).
-      dur_t: ``(n, 5S + 1)`` durations by point; alpha, wire, t_opt: ``(n,)``; sync_dur: ``(n_sync, n)``.
+      step_tier: ``(n_steps,)`` the tier of each step's message (:meth:`ppsweep.engine.tiers.Tiers.lane_tier`
+        of ``steps.link``).
+      dur_t: ``(n, 5S + 1)`` durations by point; alpha, wire: ``(n_tiers, n)`` (:mod:`ppsweep.engine.tiers`);
+        t_opt: ``(n,)``; sync_dur: ``(n_sync, n)``.
       tol: the tie tolerance of a join (:data:`ppsweep.engine.core.TIE_TOLERANCE`).
       tile: most points whose state is carried at once (any size gives the same results).
       out: ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64:
         written at ``lo … hi-1`` (threads may fill disjoint ranges of the same arrays).
     """
     t_out, fin_out, pc_out = out
-    _scan_points(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot, steps.n_regs,
+    _scan_points(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
+                 np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs,
                  steps.n_res, steps.blocks_sender, steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha,
                  wire, sync_dur, t_opt, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out)

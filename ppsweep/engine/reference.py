@@ -56,6 +56,9 @@ Choices made where the README leaves room:
   backward of the stage is ready at time 0.
 - Ring links of a synchronisation (contention) are taken in ring order: holder ``k`` to holder
   ``k+1`` (holders in increasing worker order), then the last to the first.
+- Two tiers (``worker_node``): a message between two workers on one node takes ``alpha_intra``
+  and ``msg_bytes/beta_intra``, any other ``alpha`` and ``msg_bytes/beta``; a synchronisation whose
+  holders are all on one node runs its ring on the intra tier, else on the tier between nodes.
 - Optimizer updates exist only when ``t_opt > 0``. Each update starts at the later of its
   worker's finish (first candidate) and the end of every synchronisation of a stage the worker
   holds (in increasing stage order). ``t_sim``'s candidates are the workers (their update end,
@@ -263,6 +266,9 @@ def reference_simulate(
     record: bool = False,
     op_durations: Mapping[Op, float] | None = None,
     message_times: Mapping[Op, tuple[float, float]] | None = None,
+    alpha_intra: float | None = None,
+    beta_intra: float | None = None,
+    worker_node: Sequence[int] | None = None,
 ) -> ReferenceResult:
     """Simulate one step of ``table`` at one point, step by step (docs/contract.md §4, README rules).
 
@@ -291,6 +297,9 @@ def reference_simulate(
         occupies the link (``contention``) or the ports (``ports``), default ``bytes/β``;
         ``total`` is the time from leaving to arrival, default ``α + bytes/β``. A pair's messages
         are keyed by the half whose output they carry.
+      alpha_intra, beta_intra: latency and bandwidth between two workers of one node (default
+        ``alpha``, ``beta``, which are those between nodes).
+      worker_node: the node of each worker (default: each its own node, so every message crosses nodes).
 
     Returns:
       The :class:`ReferenceResult`.
@@ -301,7 +310,7 @@ def reference_simulate(
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
     point = _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap,
-                        op_durations, message_times)
+                        op_durations, message_times, alpha_intra, beta_intra, worker_node)
     graph = _read_graph(table)
     run = _run_operations(table, graph, point)
     syncs = _synchronise(table, graph, point, run)
@@ -340,6 +349,15 @@ class _Point:
     fb_overlap: float = 0.0
     op_durations: dict[Op, float] = field(default_factory=dict)  # explicit compute times (override the per-stage ones)
     message_times: dict[Op, tuple[float, float]] = field(default_factory=dict)  # explicit (wire, message time) of an op's messages
+    alpha_intra: float = 0.0  # the tier within a node: latency, bandwidth, wire and message time
+    beta_intra: float = math.inf
+    wire_intra: float = 0.0
+    hockney_intra: float = 0.0
+    nodes: tuple[int, ...] = ()  # the node of each worker
+
+    def same_node(self, workers: Sequence[int]) -> bool:
+        """Whether every one of ``workers`` is on one node (then they talk over the intra tier)."""
+        return len({self.nodes[w] for w in workers}) == 1
 
     def duration(self, op: Op) -> float:
         """Compute time of ``op`` (an explicit one first); an overlapped pair without one:
@@ -351,17 +369,24 @@ class _Point:
             return pair_time(self.duration(forward), self.duration(backward), self.fb_overlap)
         return self.durations[op.kind][op.stage]
 
-    def message(self, op: Op) -> tuple[float, float]:
-        """``(wire, message time)`` of the messages ``op`` sends."""
-        return self.message_times.get(op, (self.wire, self.hockney))
+    def message(self, op: Op, src: int, dst: int) -> tuple[float, float]:
+        """``(wire, message time)`` of the messages ``op`` sends from worker ``src`` to ``dst``."""
+        if op in self.message_times:
+            return self.message_times[op]
+        return (self.wire_intra, self.hockney_intra) if self.same_node((src, dst)) else (self.wire, self.hockney)
 
 
 def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_bytes, t_opt, fb_overlap=0.0,
-                op_durations=None, message_times=None) -> _Point:
+                op_durations=None, message_times=None, alpha_intra=None, beta_intra=None, worker_node=None) -> _Point:
     """Check and expand the costs of one point (errors name the field)."""
     n_stages = int(table.n_stages)
     alpha = _scalar("alpha", alpha)
     beta = _scalar("beta", beta, positive=True, allow_inf=True)
+    alpha_intra = alpha if alpha_intra is None else _scalar("alpha_intra", alpha_intra)
+    beta_intra = beta if beta_intra is None else _scalar("beta_intra", beta_intra, positive=True, allow_inf=True)
+    nodes = tuple(range(int(table.p))) if worker_node is None else tuple(worker_node)
+    if len(nodes) != int(table.p) or not all(isinstance(n, (int, np.integer)) and n >= 0 for n in nodes):
+        raise ValueError(f"worker_node: must be {table.p} integers >= 0, got {worker_node!r}")
     msg_bytes = _scalar("msg_bytes", msg_bytes)
     t_opt = _scalar("t_opt", t_opt)
     fb_overlap = _scalar("fb_overlap", fb_overlap)
@@ -373,8 +398,11 @@ def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_by
     t_w_s = _per_stage("t_w", t_w, n_stages) if t_w is not None else [x / 2 for x in t_b_s]
     grad_s = _per_stage("grad_bytes", 0.0 if grad_bytes is None else grad_bytes, n_stages)
     wire = msg_bytes / beta
+    wire_intra = msg_bytes / beta_intra
     return _Point(
         mode=mode, alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
+        alpha_intra=alpha_intra, beta_intra=beta_intra, wire_intra=wire_intra, hockney_intra=alpha_intra + wire_intra,
+        nodes=tuple(int(n) for n in nodes),
         durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s, fb_overlap=fb_overlap,
         op_durations={op: _scalar(f"op_durations[{op}]", v) for op, v in (op_durations or {}).items()},
         message_times={op: (_scalar(f"message_times[{op}]", h), _scalar(f"message_times[{op}]", t))
@@ -532,7 +560,7 @@ def _send(graph: _Graph, point: _Point, run: _Run, w: int, op: Op, consumer: Op,
     """Send ``op``'s message to ``consumer`` by the rule of the mode; returns when worker ``w`` is free."""
     dst = graph.where[consumer][0]
     label = f"message {op} -> {consumer} (worker {w} -> {dst})"
-    wire, hockney = point.message(op)
+    wire, hockney = point.message(op, w, dst)
     if point.mode == "overlap":
         sent = done
         arrival = _after(done, hockney, label)
@@ -594,7 +622,8 @@ def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) 
             for src, dst in ring:
                 candidates += [run.egress_free.get(src, _ZERO), run.ingress_free.get(dst, _ZERO)]
         start = _latest(candidates, f"sync stage {s} starts")
-        duration = 2 * (n - 1) * (point.alpha + (point.grad[s] / n) / point.beta)
+        alpha, beta = (point.alpha_intra, point.beta_intra) if point.same_node(holders) else (point.alpha, point.beta)
+        duration = 2 * (n - 1) * (alpha + (point.grad[s] / n) / beta)
         end = syncs.end[s] = _after(start, duration, f"sync stage {s} ends")
         syncs.events.append(SyncEvent(s, tuple(holders), start.time, end.time))
         for src, dst in ring:

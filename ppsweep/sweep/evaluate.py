@@ -18,6 +18,7 @@ from ppsweep.sweep.config import SweepSpec
 from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.engine.program import program_for
+from ppsweep.engine.tiers import nodes_of
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.store.schema import booleans, variables
 from ppsweep.sweep.timing import phase
@@ -102,14 +103,19 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
     model = spec.model if model is None else model
     costs = stage_costs(model, spec.system, table, peak_flops=spec.compute)
     # Axes: compute (or 1) × bandwidth × latency.
+    system = spec.system
+    # the bandwidth and latency axes are the tier between nodes; the tier within one is the system's
     point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
-                         t_opt=spec.system.optimizer_time, fb_overlap=spec.system.fb_overlap, point_axes=2)
+                         t_opt=system.optimizer_time, fb_overlap=system.fb_overlap, point_axes=2,
+                         alpha_intra=system.intra_latency, beta_intra=system.intra_bandwidth)
+    worker_node = nodes_of(table.p, system.gpus_per_node)
     noise = spec.noise if spec.noise.enabled else None
     dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
     per_mode = []
     for mode in spec.comm:
         run = lambda noise: simulate(  # noqa: E731
-            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise,
+            worker_node=worker_node,
         )
         result = run(noise)
         t_sim = result.t_sim
