@@ -331,9 +331,8 @@ class SystemConfig:
       optimizer_time: seconds of one optimizer update per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
         half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``.
-      gpus_per_node: GPUs a node holds (placement, docs/contract.md §3a); 1: every GPU its own node.
-      intra_bandwidth, intra_latency: the intra-node tier (NVLink/NVSwitch) per GPU and direction,
-        bytes/s and s (None: as the inter-node tier, ``bandwidth`` and ``latency``).
+      (In a layout sweep ``gpus_per_node`` places every GPU rank, docs/contract.md §3a, and the
+      intra tier is per GPU and direction.)
 
     ``gpus_per_node``, ``intra_bandwidth`` and ``intra_latency`` enter a store's identity only when
     set (:data:`IDENTITY_WHEN_SET`): stores written before they existed keep their identity.
@@ -348,9 +347,6 @@ class SystemConfig:
     memory_capacity: float | None = None
     optimizer_time: float = 0.0
     fb_overlap: float = 0.0
-    gpus_per_node: int = 1
-    intra_bandwidth: float | None = None
-    intra_latency: float | None = None
     name: str = "system"
     gpus_per_node: int = field(default=1, metadata=IDENTITY_WHEN_SET)
     intra_bandwidth: float | None = field(default=None, metadata=IDENTITY_WHEN_SET)

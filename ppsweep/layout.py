@@ -408,8 +408,8 @@ class LayoutCosts:
     """What one table costs under a layout, over a broadcast point grid.
 
     Attributes:
-      costs: the engine's :class:`~ppsweep.engine.costs.Costs` (pipeline hops on the inter tier,
-        and, where the engine has two tiers, on the intra tier between workers of one node).
+      costs: the engine's :class:`~ppsweep.engine.costs.Costs` (both tiers: a hop between workers
+        of one node takes the intra tier, :mod:`ppsweep.engine.tiers`).
       worker_node: ``(p,)`` node of each pipeline worker (:func:`worker_node`).
       dp_exposed: seconds the DP synchronisation adds to the step, broadcast point shape.
       tiers: the tier of each group: ``{"tp": ..., "cp": ..., "dp": ...}``.
@@ -479,27 +479,20 @@ def layout_costs(model: ModelConfig, system: SystemConfig, table, layout: Layout
         exposed = np.maximum(exposed, dp_sync_time(worker_bytes, layout, options, dp_tier, window))
     inter = tiers["inter"]
     msg = message_bytes(replica, b, layout, options)
-    kwargs: dict[str, Any] = {}
-    if "alpha_intra" in Costs.__dataclass_fields__:  # the engine's two tiers (issue 27, item 2)
-        kwargs = {"alpha_intra": tiers["intra"].alpha, "beta_intra": tiers["intra"].beta}
     costs = Costs.of(table.n_stages, times["f"], times["b"], inter.alpha, inter.beta, msg, t_i=times["i"],
                      t_w=times["w"], grad_bytes=grad_values * replica.bytes_per_value, t_opt=system.optimizer_time,
-                     fb_overlap=system.fb_overlap, **kwargs)
+                     fb_overlap=system.fb_overlap, alpha_intra=tiers["intra"].alpha, beta_intra=tiers["intra"].beta)
     return LayoutCosts(costs=costs, worker_node=worker_node(layout, g, options.order), dp_exposed=exposed, tiers=names)
 
 
 def simulate_layout(table, lc: LayoutCosts, mode: str = "overlap", **kwargs: Any):
-    """``simulate`` of ``table`` at ``lc``'s costs, the pipeline hops on their tiers where the engine has two.
+    """``simulate`` of ``table`` at ``lc``'s costs, every pipeline hop on the tier placement gives it.
 
     Returns:
       ``(result, t_step)``: the engine's :class:`~ppsweep.engine.core.SimResult` and the step
       time ``t_sim + dp_exposed`` (s).
     """
-    import inspect
-
     from ppsweep.engine.core import simulate
 
-    if "worker_node" in inspect.signature(simulate).parameters:
-        kwargs["worker_node"] = lc.worker_node
-    result = simulate(table, lc.costs, mode, **kwargs)
+    result = simulate(table, lc.costs, mode, worker_node=lc.worker_node, **kwargs)
     return result, result.t_sim + lc.dp_exposed
