@@ -137,6 +137,8 @@ def _system_networks(dataset: xr.Dataset) -> dict[str, tuple[float, float]]:
         config = yaml.safe_load(dataset.attrs.get("config", "")) or {}
     except yaml.YAMLError:
         config = {}
+    if not isinstance(config, dict):
+        config = {}
     systems = config.get("systems") or {}
     if not systems and isinstance(config.get("system"), dict):
         systems = {"": config["system"]}
