@@ -496,3 +496,19 @@ def simulate_layout(table, lc: LayoutCosts, mode: str = "overlap", **kwargs: Any
 
     result = simulate(table, lc.costs, mode, worker_node=lc.worker_node, **kwargs)
     return result, result.t_sim + lc.dp_exposed
+
+
+def unpipelined_step(model: ModelConfig, system: SystemConfig, layout: Layout, options: LayoutOptions, m: int,
+                     alpha: Any = None, beta: Any = None) -> Any:
+    """Step time of a layout with ``p = 1`` (no pipeline, no table): ``m · (t_f + t_b)`` plus the DP synchronisation.
+
+    The one worker holds every layer, the embedding and the LM head; its ``m`` microbatches run
+    one after the other (forward, then backward), which is what every schedule does at ``p = 1``.
+    """
+    from types import SimpleNamespace
+
+    if layout.p != 1:
+        raise ValueError(f"p: unpipelined_step is for p = 1, got p = {layout.p}")
+    one = SimpleNamespace(p=1, m=m, n_stages=1, n_replicas=1, stage_fractions=(1.0,), placement=np.zeros((1, 1), dtype=int))
+    lc = layout_costs(model, system, one, layout, options, alpha, beta)
+    return m * (lc.costs.t_f[..., 0] + lc.costs.t_b[..., 0]) + lc.dp_exposed
