@@ -147,6 +147,34 @@ def test_every_backend_equals_the_reference_on_two_tiers(name, monkeypatch):
                 assert got.comm_time[i] == pytest.approx(ref.comm_time, rel=1e-9, abs=1e-9 * ref.t_sim), where
 
 
+def test_noisy_scan_takes_each_message_tier_times_its_factor():
+    """The JAX scan with noise on two tiers: each message's time is its tier's times its own factor.
+    The reference gets those times explicitly (its tier's ``reference_inputs`` per message; the tier
+    from the message's workers), for Chimera with its replicas' holders on one node (intra syncs)."""
+    from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, reference_inputs
+    from ppsweep.tables.ops import Kind
+
+    noise = NoiseConfig.from_mapping({"samples": 2, "seed": 3, "compute": {"dist": "lognormal", "cv": 0.1},
+                                      "message": {"dist": "normal", "cv": 0.3}})
+    table, mode, nodes = build_schedule("chimera", 4, 4), "contention", [0, 1, 1, 0]
+    t_f, t_b, alpha, beta, ai, bi, size, grad = 1.0, 2.0, 0.1, 2.0, 0.01, 40.0, 1.5, np.full(table.n_stages, 3.0)
+    got = simulate(table, t_f, t_b, alpha, beta, size, mode, grad_bytes=grad, alpha_intra=ai, beta_intra=bi,
+                   worker_node=nodes, noise=noise, method="scan")
+    crossing = {e.producer for e in reference_simulate(table, t_f, t_b, alpha, beta, size, record=True).record.messages
+                if nodes[e.src] != nodes[e.dst]}
+    f = op_factors(noise, op_identities(table), table.p, np.arange(noise.samples))
+    S = table.n_stages
+    durations = {Kind.F: [t_f] * S, Kind.B: [t_b] * S, Kind.I: [t_b / 2] * S, Kind.W: [t_b / 2] * S}
+    for k in range(noise.samples):
+        ops, inter = reference_inputs(table, f, k, durations, alpha, size / beta)
+        _, intra = reference_inputs(table, f, k, durations, ai, size / bi)
+        msgs = {op: inter[op] if op in crossing else intra[op] for op in inter}
+        ref = reference_simulate(table, t_f, t_b, alpha, beta, size, mode, grad_bytes=grad, alpha_intra=ai, beta_intra=bi,
+                                 worker_node=nodes, op_durations=ops, message_times=msgs)
+        assert got.t_sim[k] == pytest.approx(ref.t_sim, rel=1e-12)
+        np.testing.assert_allclose(got.worker_finish[k], ref.worker_finish, rtol=1e-12)
+
+
 # ---- the default is the single-tier engine -------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["1f1b", "chimera", "dualpipev"])

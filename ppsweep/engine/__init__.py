@@ -7,6 +7,8 @@
   static index arrays the scan runs; :mod:`~ppsweep.engine.compiled` caches all of it per table.
 - :mod:`~ppsweep.engine.comm`: the communication rules, written once.
 - :mod:`~ppsweep.engine.costs`: ``Costs``, the engine's inputs (a JAX pytree).
+- :mod:`~ppsweep.engine.tiers`: the two network tiers: each message's and synchronisation's tier
+  (within a node or between nodes) from the placement of workers on nodes.
 - :mod:`~ppsweep.engine.noise`: jitter and stragglers from counter-based keys.
 - :mod:`~ppsweep.engine.reference`: the plain, slow reference simulator the engine is tested against.
 

@@ -10,9 +10,11 @@ are written against it.
 The rules, for every mode:
 
 - a message's **time on the wire** is ``bytes/β`` (0 where ``β = ∞``), its **message time**
-  ``α + bytes/β`` (:func:`wire_time`, :func:`message_time`);
+  ``α + bytes/β`` (:func:`wire_time`, :func:`message_time`), with the ``α`` and ``β`` of its tier
+  (within a node or between nodes, :mod:`ppsweep.engine.tiers`);
 - a replicated stage's gradient synchronisation is a **ring all-reduce** over its ``n`` holders:
-  ``2(n-1)`` steps of ``α + (bytes/n)/β`` (:class:`RingAllReduce`);
+  ``2(n-1)`` steps of ``α + (bytes/n)/β`` (:class:`RingAllReduce`), within a node where every holder
+  is on one node, else between nodes;
 - a message **holds resources** while it is on the wire: none (``overlap``, ``blocking``), its
   directed link (``contention``), its sender's egress and its receiver's ingress port (``ports``).
   It starts at the latest of its data being ready and each of its resources being free (in that
