@@ -153,3 +153,24 @@ def test_hops_within_a_node_take_the_intra_tier():
     assert float(a) == pytest.approx(float(b), rel=1e-12)
     slow = float(simulate(table, one_node.costs, "overlap", worker_node=[0, 1, 2, 3]).t_sim)
     assert slow > float(a)  # the same costs with every hop across nodes
+
+
+@pytest.mark.parametrize("name", ["1f1b", "zbv", "chimera"])
+def test_a_layouts_step_equals_the_reference_simulator_in_every_mode(name):
+    # tp = 2, p = 4, dp = 2 on nodes of 8 GPUs: workers on nodes [0, 0, 1, 1]; NVLink within, the
+    # network across; the engine's step plus the DP time against the reference simulator's.
+    from ppsweep.engine.comm import MODES
+    from ppsweep.engine.reference import reference_simulate
+
+    model = ModelConfig(**{**MODEL.__dict__, "layers": 8, "global_batch": 16})
+    layout = Layout(tp=2, p=4, dp=2)
+    table = build_schedule(name, 4, 8)
+    lc = layout_costs(model, SYSTEM, table, layout, LayoutOptions(zero1=True, grad_overlap=True))
+    assert lc.worker_node.tolist() == [0, 0, 1, 1]
+    c = lc.costs
+    for mode in MODES:
+        _, t_step = simulate_layout(table, lc, mode)
+        ref = reference_simulate(table, c.t_f[0], c.t_b[0], float(c.alpha), float(c.beta), float(c.msg_bytes), mode,
+                                 t_i=c.t_i[0], t_w=c.t_w[0], grad_bytes=c.grad_bytes, alpha_intra=float(c.alpha_intra),
+                                 beta_intra=float(c.beta_intra), worker_node=lc.worker_node.tolist())
+        assert float(t_step) == pytest.approx(ref.t_sim + float(lc.dp_exposed), rel=1e-9), mode
