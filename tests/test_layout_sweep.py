@@ -84,3 +84,11 @@ def test_tiny_layout_sweep_end_to_end(tmp_path):
     lines, _ = layout_report(ds)
     assert lines[0].startswith("Fastest layout that fits") and any("TFLOP/s per GPU" in line for line in lines)
     assert np.isfinite(float(big["model_flops_per_gpu"]))
+    # the explorer: one layout at a time
+    from ppsweep.cli.support import UsageError
+    from ppsweep.viz import explore
+
+    with pytest.raises(UsageError, match="choose one value of gpus|choose one value of tp"):
+        explore.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html")])
+    sel = ["--sel", "tp=2", "--sel", "cp=1", "--sel", "recompute=full"]
+    assert explore.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html"), *sel]).startswith("wrote")
