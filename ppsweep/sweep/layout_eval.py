@@ -74,12 +74,8 @@ def evaluate_layout_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[st
         with phase("compile"):
             program_for(table)
         for index, layout, gpus in layouts:
-            at = (0, 0, *index)
-            code = invalid_code(layout, spec.model, m, gpus, stages=table.n_stages)
-            if code and out["layout_invalid"][at] == 0:
-                out["layout_invalid"][at] = code  # the schedule's chunks, not p, fail to divide the layers
-            if code:
-                continue
+            if invalid_code(layout, spec.model, m, gpus, stages=table.n_stages):
+                continue  # the layout's code (layout_invalid) is with p stages; a schedule's chunks may fail alone
             here = (k, 0, 0, *index)
             out["valid"][here] = True
             out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
