@@ -29,7 +29,8 @@ global batch. This module holds the layout's rules; :mod:`ppsweep.sweep.evaluate
 - **Exposed or overlapped**: a layer's exposed collectives add to its compute; overlapped ones
   hide under it (the layer lasts ``max(compute + exposed, overlapped)``).
 - **DP at the step end** (:func:`dp_sync_time`): each worker's gradients (its parameters ``/tp``
-  at ``grad_bytes_per_value``) are all-reduced across the ``dp`` replicas, or with ZeRO-1
+  at ``grad_bytes_per_value``) are all-reduced across the ``dp · cp`` ranks that hold the same
+  weights (Megatron's data-and-context-parallel group), or with ZeRO-1
   (distributed optimizer) reduce-scattered and the parameters all-gathered after the update;
   with ``grad_overlap`` (Megatron's ``overlap_grad_reduce``) the reduction hides under the
   worker's last backward of one microbatch. The step lasts ``t_sim + max_w exposed_w`` (exact
@@ -243,18 +244,18 @@ def hop_crossings(layout: Layout, gpus_per_node: int, order: Sequence[str] = MEG
     return out
 
 
-def group_tier(layout: Layout, dim: str, gpus_per_node: int, order: Sequence[str] = MEGATRON_ORDER) -> str:
-    """``intra`` when every group along ``dim`` (its ranks differing in ``dim`` only) lies in one node, else ``inter``."""
-    size = layout.size(dim)
-    if size == 1:
+def group_tier(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: int, order: Sequence[str] = MEGATRON_ORDER) -> str:
+    """``intra`` when every group along ``dim`` (ranks differing in that index only; a tuple: in those
+    indices, e.g. ``("dp", "cp")``, the gradient group) lies in one node, else ``inter``."""
+    dims = (dim,) if isinstance(dim, str) else tuple(dim)
+    sizes = [layout.size(d) for d in dims]
+    if int(np.prod(sizes)) == 1:
         return "intra"
-    # Ranks are affine in the coordinates: one group's nodes decide whether it spans nodes, and
-    # the groups differ by an offset; check them all for non-power-of-two layouts.
-    rest = [d for d in LAYOUT_DIMS if d != dim]
-    ranges = [range(layout.size(d)) for d in rest]
-    for values in np.ndindex(*[len(r) for r in ranges]):
+    rest = [d for d in LAYOUT_DIMS if d not in dims]
+    for values in np.ndindex(*[layout.size(d) for d in rest]):  # every group (they differ by an offset)
         coords = dict(zip(rest, values))
-        nodes = {node_of(rank_of(layout, {**coords, dim: i}, order), gpus_per_node) for i in range(size)}
+        nodes = {node_of(rank_of(layout, {**coords, **dict(zip(dims, inner))}, order), gpus_per_node)
+                 for inner in np.ndindex(*sizes)}
         if len(nodes) > 1:
             return "inter"
     return "intra"
@@ -373,15 +374,16 @@ def dp_sync_time(grad_bytes: Any, layout: Layout, options: LayoutOptions, tier: 
 
     Args:
       grad_bytes: the worker's gradient bytes on one GPU (its parameters ``/tp`` times bytes per value).
-      layout, options: the split (``dp`` ranks) and ZeRO-1 / ``grad_overlap``.
-      tier: the DP group's tier.
+      layout, options: the split (the gradient group: ``dp · cp`` ranks, as Megatron reduces over
+        data and context parallelism together) and ZeRO-1 / ``grad_overlap``.
+      tier: the gradient group's tier.
       window: seconds the reduction may hide under with ``grad_overlap`` (the worker's last backward).
 
     Returns:
       Without ZeRO-1 ``max(0, all-reduce − window)``; with it ``max(0, reduce-scatter − window)``
       plus the parameters' all-gather (same bytes, never hidden).
     """
-    n = layout.dp
+    n = layout.dp * layout.cp  # context-parallel ranks hold the same weights: one gradient group
     hide = window if options.grad_overlap else 0.0
     if options.zero1:
         reduce = reduce_scatter_time(n, grad_bytes, tier.alpha, tier.beta)
@@ -412,7 +414,8 @@ class LayoutCosts:
         of one node takes the intra tier, :mod:`ppsweep.engine.tiers`).
       worker_node: ``(p,)`` node of each pipeline worker (:func:`worker_node`).
       dp_exposed: seconds the DP synchronisation adds to the step, broadcast point shape.
-      tiers: the tier of each group: ``{"tp": ..., "cp": ..., "dp": ...}``.
+      tiers: the tier of each group: ``{"tp": ..., "cp": ..., "dp": ...}`` (``dp``: the gradient
+        group of ``dp · cp`` ranks).
     """
 
     costs: Any
@@ -446,7 +449,8 @@ def layout_costs(model: ModelConfig, system: SystemConfig, table, layout: Layout
     b = replica.microbatch_size(table.m)
     g = system.gpus_per_node
     tiers = tiers_of(system, alpha, beta)
-    names = {dim: group_tier(layout, dim, g, options.order) for dim in ("tp", "cp", "dp")}
+    names = {dim: group_tier(layout, dim, g, options.order) for dim in ("tp", "cp")}
+    names["dp"] = group_tier(layout, ("dp", "cp"), g, options.order)  # the gradient group: dp·cp ranks
     lt = layer_times(replica, system, b, layout, options, tiers, g, peak_flops)
     layers = stage_layers(replica, table)
     times = {k: np.asarray(getattr(lt, k), dtype=float)[..., None] * layers for k in ("f", "b", "i", "w")}

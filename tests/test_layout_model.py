@@ -174,3 +174,15 @@ def test_a_layouts_step_equals_the_reference_simulator_in_every_mode(name):
                                  t_i=c.t_i[0], t_w=c.t_w[0], grad_bytes=c.grad_bytes, alpha_intra=float(c.alpha_intra),
                                  beta_intra=float(c.beta_intra), worker_node=lc.worker_node.tolist())
         assert float(t_step) == pytest.approx(ref.t_sim + float(lc.dp_exposed), rel=1e-9), mode
+
+
+def test_context_parallel_ranks_join_the_gradient_group():
+    # cp = 2, dp = 2, one GPU a node: the gradients of a worker are reduced over dp·cp = 4 ranks
+    system = SystemConfig(**{**SYSTEM.__dict__, "gpus_per_node": 1})
+    layout = Layout(p=2, dp=2, cp=2)
+    table = build_schedule("1f1b", 2, 2)  # b = G/(dp·m) = 2
+    grad_bytes = (49_984 + 8_192) * 2
+    lc = layout_costs(MODEL, system, table, layout, LayoutOptions())
+    assert float(lc.dp_exposed) == pytest.approx(2 * 3 * (1e-5 + grad_bytes / 4 / 1e8), rel=1e-12)
+    # with 8 GPUs a node the four ranks (cp stride 1, dp stride 2) share a node: NVLink
+    assert group_tier(layout, ("dp", "cp"), 8) == "intra" and group_tier(layout, ("dp", "cp"), 2) == "inter"

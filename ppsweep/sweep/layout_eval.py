@@ -88,7 +88,7 @@ def evaluate_layout_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[st
                 with phase("build"):
                     memory = memory_figures(replica, table, table.m,
                                             split=ActivationSplit(layout.tp, options.sequence_parallel, layout.cp),
-                                            tensor_parallel=layout.tp, optimizer_shards=layout.dp if options.zero1 else 1)
+                                            tensor_parallel=layout.tp, optimizer_shards=layout.dp * layout.cp if options.zero1 else 1)
                 out["peak_activation_bytes"][where] = memory.peak_activation_bytes
                 out["persistent_bytes"][where] = memory.persistent_bytes
                 out["peak_memory_bytes"][where] = memory.peak_memory_bytes
