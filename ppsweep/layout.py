@@ -14,7 +14,8 @@ global batch. This module holds the layout's rules; :mod:`ppsweep.sweep.evaluate
   the node of its rank with ``tp = cp = dp = 0``; a hop crosses nodes where consecutive workers'
   nodes differ. A group (the ``tp`` GPUs of one worker, the ``dp`` replicas, the ``cp`` ranks)
   talks on the intra-node tier when every group of that dimension lies within one node, else on
-  the inter-node tier (a ring spanning nodes runs at its slowest link).
+  the inter-node tier's latency and ``min(β_intra, k·β_inter)``, ``k`` its ranks on one node (each
+  with its own port, all used by the collective's channels: :func:`group_link`).
 - **Collectives** (ring algorithms, Hockney α-β per step; Thakur, Rabenseifner, Gropp 2005; Patarasuk
   and Yuan 2009): all-reduce of ``B`` bytes over ``n`` ranks ``2(n−1)(α + B/(nβ))``,
   reduce-scatter and all-gather ``(n−1)(α + B/(nβ))``; ``n = 1`` costs 0.
@@ -261,6 +262,32 @@ def group_tier(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: int, o
     return "intra"
 
 
+def ranks_per_node(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: int, order: Sequence[str] = MEGATRON_ORDER) -> int:
+    """The most ranks one group along ``dim`` (as :func:`group_tier`) has on one node."""
+    dims = (dim,) if isinstance(dim, str) else tuple(dim)
+    nodes: dict[int, int] = {}
+    for inner in np.ndindex(*[layout.size(d) for d in dims]):  # the first group; the others are offsets of it
+        node = node_of(rank_of(layout, dict(zip(dims, inner)), order), gpus_per_node)
+        nodes[node] = nodes.get(node, 0) + 1
+    return max(nodes.values())
+
+
+def group_link(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: int, tiers: Mapping[str, "Tier"],
+               order: Sequence[str] = MEGATRON_ORDER) -> "Tier":
+    """The α and β a ring collective of the group along ``dim`` runs at (docs/contract.md §3a).
+
+    Within one node: the intra tier. Across nodes: the inter tier's latency, and a bandwidth of
+    ``min(β_intra, k · β_inter)`` where ``k`` is the group's ranks on one node: each of them has
+    its own network port (``β_inter`` is per GPU) and the collective's channels use them all, as
+    NCCL's rings do, so the ring's node crossings carry ``k`` ports' worth.
+    """
+    if group_tier(layout, dim, gpus_per_node, order) == "intra":
+        return tiers["intra"]
+    k = ranks_per_node(layout, dim, gpus_per_node, order)
+    inter, intra = tiers["inter"], tiers["intra"]
+    return Tier(inter.alpha, np.minimum(intra.beta, k * np.asarray(inter.beta, dtype=float)))
+
+
 # ---- collectives (ring, α-β) -----------------------------------------------------------------------
 def all_reduce_time(n: int, n_bytes: Any, alpha: Any, beta: Any) -> Any:
     """Ring all-reduce of ``n_bytes`` over ``n`` ranks: ``2(n−1)(α + (bytes/n)/β)`` (0 for ``n = 1``)."""
@@ -336,7 +363,7 @@ def layer_times(model: ModelConfig, system: SystemConfig, b: Any, layout: Layout
         "w": roofline_time(system, flops, moved, peak_flops),
     }
     tokens = b * model.sequence / cp
-    tp_tier = tiers[group_tier(layout, "tp", gpus_per_node, options.order)]
+    tp_tier = group_link(layout, "tp", gpus_per_node, tiers, options.order)
     activations = tokens * model.hidden * model.bytes_per_value
     if options.sequence_parallel:
         one = all_gather_time(tp, activations, tp_tier.alpha, tp_tier.beta) + reduce_scatter_time(tp, activations, tp_tier.alpha, tp_tier.beta)
@@ -344,7 +371,7 @@ def layer_times(model: ModelConfig, system: SystemConfig, b: Any, layout: Layout
         one = all_reduce_time(tp, activations, tp_tier.alpha, tp_tier.beta)
     tp_f = 2.0 * one
     tp_b = 2.0 * one + (tp_f if model.recompute == "full" else 0.0)
-    cp_tier = tiers[group_tier(layout, "cp", gpus_per_node, options.order)]
+    cp_tier = group_link(layout, "cp", gpus_per_node, tiers, options.order)
     kv = 2.0 * tokens * model.kv_hidden / tp * model.bytes_per_value
     cp_f = (cp - 1) * message_time(cp_tier.alpha, wire_time(kv, cp_tier.beta))
     cp_b = 2.0 * cp_f + (cp_f if model.recompute == "full" else 0.0)
@@ -471,7 +498,7 @@ def layout_costs(model: ModelConfig, system: SystemConfig, table, layout: Layout
     grad_values = params / layout.tp
     grad_bpv = replica.bytes_per_value if options.grad_bytes_per_value is None else options.grad_bytes_per_value
     # DP: each worker's gradients (every stage it holds), hidden under its shortest backward.
-    dp_tier = tiers[names["dp"]]
+    dp_tier = group_link(layout, ("dp", "cp"), g, tiers, options.order)
     exposed = 0.0
     for w in range(table.p):
         held = [table.placement[r, s] == w for r in range(table.n_replicas) for s in range(table.n_stages)]

@@ -13,6 +13,13 @@ The one assumed parameter per hardware is the system's achieved share of peak FL
   ``96·B·s·l·h²·(1 + s/(6h) + V/(16lh)) / (t_step · gpus)``, as the measured ones do.
 - **The interleaved schedule's gain** (:func:`interleaved_gains`): the paper's abstract measures
   "10+%"; per Table 1 row where the schedule applies, the predicted ``t(1F1B)/t(interleaved) - 1``.
+- **vTrain's measured iteration times** (:func:`vtrain_rows`; Bang et al., MICRO 2024): 109
+  Megatron-LM runs of 3.6B-175B models on 64-512 A100s, each with its ``t, d, p``, global batch
+  and microbatch; 1F1B with full recomputation as their validation configs ran; their network
+  (8 GPUs a node, 800 Gb/s a node across, 150 GB/s within) replaces the A100 system's. Reported:
+  the error of every row, MAPE, and per model Kendall's tau between measured and predicted times
+  (do the predictions order the configurations as the measurements do?) and whether the
+  predicted fastest configuration is the measured fastest.
 - **Korthikanti et al. 2022** (:func:`korthikanti_rows`): the abstract's model FLOP utilisations of
   the 530B model on 2,240 A100s with full recomputation (42.1 %) and with sequence parallelism and
   selective recomputation (54.2 %); MFU counts the model's FLOPs without recomputation,
@@ -66,9 +73,10 @@ class Comparison:
         return self.predicted / self.measured - 1.0
 
 
-def step_time(model: ModelConfig, system: SystemConfig, layout: Layout, options: LayoutOptions, schedule: str | None) -> float:
+def step_time(model: ModelConfig, system: SystemConfig, layout: Layout, options: LayoutOptions, schedule: str | None,
+              microbatch: int = MICROBATCH) -> float:
     """Seconds of one step of ``model`` under ``layout`` (``schedule`` None: ``p = 1``, no pipeline)."""
-    m = round(model.global_batch / (layout.dp * MICROBATCH))
+    m = round(model.global_batch / (layout.dp * microbatch))
     if schedule is None:
         return float(unpipelined_step(model, system, layout, options, m))
     name, _, option = schedule.partition("@")
@@ -148,7 +156,52 @@ def korthikanti_rows(system: SystemConfig | None = None) -> list[Comparison]:
     return out
 
 
+def vtrain_system(system: SystemConfig | None = None) -> SystemConfig:
+    """The A100 system with vTrain's validation network: 800 Gb/s a node across (12.5 GB/s per GPU), 150 GB/s within."""
+    from dataclasses import replace
+
+    return replace(a100() if system is None else system, bandwidth=800e9 / 8 / 8, intra_bandwidth=150e9)
+
+
+def vtrain_rows(system: SystemConfig | None = None, rows: slice = slice(None)) -> list[Comparison]:
+    """vTrain's measured iteration times (ms) against predicted ones, row by row (``rows``: a part)."""
+    system = vtrain_system(system)
+    options = LayoutOptions(scatter_gather=True)
+    out = []
+    for row in read_table("vtrain_ground_truth_multi")[rows]:
+        model = ModelConfig(layers=int(row["# layers"]), hidden=int(row["hidden size"]), heads=int(row["attention heads"]),
+                            sequence=int(row["sequence length"]), vocab=VOCAB, global_batch=int(row["global batch"]),
+                            recompute="full", head_compute=True, name=row["Parameters (billion)"])
+        layout = Layout(tp=int(row["tensor parallelism"]), p=int(row["pipeline parallelism"]), dp=int(row["data parallelism"]))
+        b = int(row["micro batch"])
+        m = model.global_batch // (layout.dp * b)
+        schedule = None if layout.p == 1 else "1f1b"
+        t = step_time(model, system, layout, options, schedule, microbatch=b)
+        out.append(Comparison(f"{row['Parameters (billion)']}B on {layout.gpus} GPUs, {layout.label}, b={b}",
+                              float(row["iteration time (ms)"]), 1e3 * t, "ms", f"m={m}, {schedule or 'no pipeline'}"))
+    return out
+
+
+def ranking_agreement(rows: list[Comparison]) -> list[dict]:
+    """Per model (the label's size and GPU count): Kendall's tau-b of measured against predicted, and
+    whether the predicted fastest row is the measured fastest."""
+    from ppsweep.analysis.stability import kendall_tau
+
+    groups: dict[str, list[Comparison]] = {}
+    for r in rows:
+        groups.setdefault(r.label.split(",")[0], []).append(r)
+    out = []
+    for name, part in groups.items():
+        measured = np.array([r.measured for r in part])
+        predicted = np.array([r.predicted for r in part])
+        out.append({"model": name, "rows": len(part), "tau": kendall_tau(measured, predicted),
+                    "same_fastest": bool(np.argmin(measured) == np.argmin(predicted)),
+                    "mape": float(np.mean(np.abs(predicted / measured - 1)))})
+    return out
+
+
 def summary(rows: list[Comparison]) -> dict[str, float]:
     """Median and largest absolute error of ``rows``."""
     errors = np.abs([r.error for r in rows])
-    return {"median_abs_error": float(np.median(errors)), "max_abs_error": float(np.max(errors))}
+    return {"median_abs_error": float(np.median(errors)), "max_abs_error": float(np.max(errors)),
+            "mape": float(np.mean(errors))}

@@ -80,8 +80,18 @@ def test_tp_options_sequence_parallel_overlap_and_full_recompute_by_hand():
 def test_tp_group_across_nodes_takes_the_inter_tier():
     system = SystemConfig(**{**SYSTEM.__dict__, "gpus_per_node": 2})
     lt = layer_times(MODEL, system, 2.0, Layout(tp=4, p=2), LayoutOptions(), tiers_of(system), 2)
-    all_reduce = 2 * 3 * (1e-5 + ACTIVATION_BYTES / 4 / 1e8)  # 4 ranks over 2 nodes: InfiniBand
+    # 4 ranks over 2 nodes: the network's latency, and 2 ranks a node, each with its own port:
+    # min(NVLink 1 GB/s, 2 · 0.1 GB/s) = 0.2 GB/s
+    all_reduce = 2 * 3 * (1e-5 + ACTIVATION_BYTES / 4 / 2e8)
     assert lt.tp_f == pytest.approx(2 * all_reduce, rel=1e-12)
+    # 16 GPUs a node and 2 ranks a node of the DP ring: min(1 GB/s, 2 · 0.1 GB/s); one a node: 0.1 GB/s
+    system = SystemConfig(**{**SYSTEM.__dict__, "gpus_per_node": 4})
+    from ppsweep.layout import group_link, ranks_per_node
+
+    two = Layout(tp=2, p=1, dp=4)  # dp stride 2: ranks 0, 2 | 4, 6 on nodes of 4
+    assert ranks_per_node(two, "dp", 4) == 2 and group_link(two, "dp", 4, tiers_of(system)).beta == pytest.approx(2e8)
+    one = Layout(tp=4, p=1, dp=2)
+    assert ranks_per_node(one, "dp", 4) == 1 and group_link(one, "dp", 4, tiers_of(system)).beta == pytest.approx(1e8)
 
 
 def test_cp_ring_exchange_by_hand():
