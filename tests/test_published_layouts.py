@@ -31,8 +31,12 @@ def test_every_row_is_printed_with_the_error_of_its_numbers(printed):
     rows, text = printed
     assert len(rows["narayanan"]) == len(read_table("narayanan2021_table1")) == 10
     assert len(rows["korthikanti"]) == 2
-    for row in rows["narayanan"] + rows["korthikanti"]:
-        line = next(line for line in text.splitlines() if line.startswith(f"| {row.label} |"))
+    assert len(rows["vtrain"]) == len(read_table("vtrain_ground_truth_multi")) == 109
+    printed_rows = [line for line in text.splitlines() if re.fullmatch(r"\| .* \| [-+\d.]+ \| [-+\d.]+ \| [-+\d.]+% \|", line)]
+    ordered = rows["narayanan"] + rows["korthikanti"] + rows["vtrain"]  # the order the script prints them
+    assert len(printed_rows) == len(ordered)
+    for row, line in zip(ordered, printed_rows):
+        assert line.startswith(f"| {row.label} | {row.setting} |")
         measured, predicted, error = re.findall(r"\| ([-+\d.]+%?) ", line + " ")[-3:]
         assert float(measured) == pytest.approx(row.measured, abs=0.05)
         assert float(predicted) == pytest.approx(row.predicted, abs=0.05)
@@ -60,3 +64,15 @@ def test_median_errors_stay_within_their_bounds(printed):
     assert np.median([abs(r.error) for r in rows["narayanan"]]) < 0.30
     assert max(abs(r.error) for r in rows["korthikanti"]) < 0.05
     assert all(0 < gain < 0.15 for _, gain in rows["interleaved"])
+    assert np.mean([abs(r.error) for r in rows["vtrain"]]) < 0.20
+
+
+def test_vtrain_mape_and_ranking_agreement_are_printed(printed):
+    from ppsweep.published import ranking_agreement, summary
+
+    rows, text = printed
+    assert f"MAPE {summary(rows['vtrain'])['mape']:.1%}" in text
+    groups = ranking_agreement(rows["vtrain"])
+    assert sum(g["rows"] for g in groups) == 109
+    for g in groups:
+        assert f"| {g['model']} | {g['rows']} | {g['mape']:.1%} | {g['tau']:.2f} |" in text
