@@ -62,6 +62,10 @@ def lazy_exports(module: str, exports: dict[str, str]) -> tuple[Callable[[str], 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
+from ppsweep import moved as _moved  # noqa: E402 - old module paths (deprecated), after the names above
+
+_moved.install()
+
 
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity where the OS tells it), at least 1."""

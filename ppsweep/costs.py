@@ -330,8 +330,9 @@ class SystemConfig:
         (None: no cap).
       optimizer_time: seconds of one optimizer update per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
-        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``.
-      (In a layout sweep ``gpus_per_node`` places every GPU rank, docs/contract.md §3a, and the
+        half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``. In a
+        config also a measured credit's name (:mod:`ppsweep.overlap_credits`).
+      (In a layout sweep ``gpus_per_node`` places every GPU rank, docs/contract.md §3b, and the
       intra tier is per GPU and direction.)
 
     ``gpus_per_node``, ``intra_bandwidth`` and ``intra_latency`` enter a store's identity only when
@@ -354,7 +355,12 @@ class SystemConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "SystemConfig":
-        """Validated config from a mapping (e.g. Hydra's ``cfg.system``)."""
+        """Validated config from a mapping (e.g. Hydra's ``cfg.system``); ``fb_overlap`` may name a
+        measured credit (:mod:`ppsweep.overlap_credits`, e.g. ``deepseek_a2a``)."""
+        from ppsweep.overlap_credits import resolve_fb_overlap
+
+        if "fb_overlap" in values:
+            values = {**values, "fb_overlap": resolve_fb_overlap(values["fb_overlap"])}
         return _from_mapping(cls, "system", values)
 
     def check(self) -> None:
@@ -490,7 +496,7 @@ def persistent_bytes_per_worker(model: ModelConfig, table: ScheduleTable, tensor
 
     Args:
       model, table: the model and the schedule.
-      tensor_parallel: ``tp``: every parameter is split ``tp`` ways (docs/contract.md §3a).
+      tensor_parallel: ``tp``: every parameter is split ``tp`` ways (docs/contract.md §3b).
       optimizer_shards: ZeRO-1's ``dp``: the optimizer state is split that many ways.
     """
     per_param = 2 * model.bytes_per_value + model.optimizer_bytes_per_param
@@ -514,7 +520,7 @@ def stage_activation_bytes(model: ModelConfig, table: ScheduleTable, split: "Act
 
     The stage's layers times :meth:`ModelConfig.layer_activation_bytes`; with ``head_compute``
     also the embedding's (stage 0) and the LM head's (stage ``S-1``) activations. ``split``: a
-    layout's tensor, sequence and context parallelism (docs/contract.md §3a): Korthikanti's
+    layout's tensor, sequence and context parallelism (docs/contract.md §3b): Korthikanti's
     rows at ``tp`` (with or without sequence parallelism), everything ``/cp``; the embedding's
     and the LM head's ``/(tp·cp)``.
     """

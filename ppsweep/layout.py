@@ -1,6 +1,6 @@
 """The whole layout around the pipeline: tensor (tp), data (dp) and context (cp) parallelism.
 
-A **layout** splits ``gpus = tp · p · dp · cp`` GPUs (docs/contract.md §3a). The pipeline's ``p``
+A **layout** splits ``gpus = tp · p · dp · cp`` GPUs (docs/contract.md §3b). The pipeline's ``p``
 workers are what the schedule tables describe; every pipeline worker is a group of ``tp · cp``
 GPUs running its stages together, and ``dp`` such pipelines (replicas) each take ``G/dp`` of the
 global batch. This module holds the layout's rules; :mod:`ppsweep.sweep.evaluate` applies them.
@@ -35,7 +35,7 @@ global batch. This module holds the layout's rules; :mod:`ppsweep.sweep.evaluate
   (distributed optimizer) reduce-scattered and the parameters all-gathered after the update;
   with ``grad_overlap`` (Megatron's ``overlap_grad_reduce``) the reduction hides under the
   worker's last backward of one microbatch. The step lasts ``t_sim + max_w exposed_w`` (exact
-  when every worker's exposed time is equal, as it is for uniform stages; see contract §3a).
+  when every worker's exposed time is equal, as it is for uniform stages; see contract §3b).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Layout:
 
 @dataclass(frozen=True)
 class LayoutOptions:
-    """How the layout's collectives run (the sweep's ``layout:`` block; docs/contract.md §3a).
+    """How the layout's collectives run (the sweep's ``layout:`` block; docs/contract.md §3b).
 
     Attributes:
       sequence_parallel: Korthikanti's sequence parallelism: TP's all-reduces become
@@ -274,7 +274,7 @@ def ranks_per_node(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: in
 
 def group_link(layout: Layout, dim: str | tuple[str, ...], gpus_per_node: int, tiers: Mapping[str, "Tier"],
                order: Sequence[str] = MEGATRON_ORDER) -> "Tier":
-    """The α and β a ring collective of the group along ``dim`` runs at (docs/contract.md §3a).
+    """The α and β a ring collective of the group along ``dim`` runs at (docs/contract.md §3b).
 
     Within one node: the intra tier. Across nodes: the inter tier's latency, and a bandwidth of
     ``min(β_intra, k · β_inter)`` where ``k`` is the group's ranks on one node: each of them has
@@ -339,7 +339,7 @@ class LayerTimes:
 
 def layer_times(model: ModelConfig, system: SystemConfig, b: Any, layout: Layout, options: LayoutOptions,
                 tiers: Mapping[str, Tier], gpus_per_node: int, peak_flops: Any = None) -> LayerTimes:
-    """One layer's forward, backward, I and W seconds on one GPU of ``layout`` (docs/contract.md §3a).
+    """One layer's forward, backward, I and W seconds on one GPU of ``layout`` (docs/contract.md §3b).
 
     Args:
       model: the replica's model (:func:`replica_model`).
@@ -453,7 +453,7 @@ class LayoutCosts:
 
 def layout_costs(model: ModelConfig, system: SystemConfig, table, layout: Layout, options: LayoutOptions,
                  alpha: Any = None, beta: Any = None, peak_flops: Any = None) -> LayoutCosts:
-    """Costs of ``table`` (``layout.p`` workers, the replica's ``m``) under ``layout`` (docs/contract.md §3a).
+    """Costs of ``table`` (``layout.p`` workers, the replica's ``m``) under ``layout`` (docs/contract.md §3b).
 
     Args:
       model: the whole model (``global_batch`` is the global batch; each replica runs ``G/dp``).

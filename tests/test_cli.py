@@ -140,3 +140,29 @@ def test_ctrl_c_early_is_one_line_and_status_130(tmp_path, delay):
     assert process.returncode == 130, err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith("error: interrupted") and "Traceback" not in err, err
+
+
+def test_version_is_ppsweeps(tmp_path):
+    from ppsweep import __version__
+
+    run = ppsweep("--version", cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.strip() == f"ppsweep {__version__}"
+
+
+def test_a_failed_job_of_a_basic_multirun_fails_the_command(tmp_path):
+    # Two jobs on Hydra's basic launcher (in this process): the second names p=1 (refused).
+    run = ppsweep("name=two", f"results_dir={tmp_path}", "schedules=[1f1b]", "m=[4]", "bandwidth=[1e10]",
+                  "latency=[1e-6]", "p=[2],[1]", "--multirun", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "1 job(s) of the multirun failed" in run.stderr.splitlines()[-1]
+
+
+def test_a_closed_pipe_ends_quietly():
+    # ``| head -n 1``: the reader leaves after one line of a grid larger than the pipe's buffer;
+    # the command ends without a traceback.
+    command = ["ppsweep.show", "1f1b", "p=32", "m=256"]
+    reader = subprocess.Popen([sys.executable, "-m", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    reader.stdout.readline()
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err

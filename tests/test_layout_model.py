@@ -1,4 +1,4 @@
-"""The layout's costs by hand (docs/contract.md §3a): TP, SP, CP and DP collectives, placement, ZeRO-1.
+"""The layout's costs by hand (docs/contract.md §3b): TP, SP, CP and DP collectives, placement, ZeRO-1.
 
 A small model (2 layers, h = 64, 4 heads, s = 16, vocabulary 128, G = 8) on a compute-bound
 system (1 TFLOP/s, memory never the bound): every figure below is worked out from the formulas

@@ -1,4 +1,4 @@
-"""The layout sweep (docs/contract.md §3a): enumeration of splits, validity codes, the store, the analysis."""
+"""The layout sweep (docs/contract.md §3b): enumeration of splits, validity codes, the store, the analysis."""
 
 from __future__ import annotations
 

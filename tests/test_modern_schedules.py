@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import ppsweep
+from ppsweep.engine.reference import post_validated_step, reference_simulate, worker_spans
 from ppsweep.tables.build import UnsupportedPointError, why_unsupported
 from ppsweep.tables.ops import Kind
 from ppsweep.schedules import interleaved_zb, zb_h1, zb_h2
@@ -14,7 +17,7 @@ VARIANTS = [
     ("interleaved_1f1b", {"v": 1}), ("interleaved_1f1b", {"v": 2}), ("interleaved_1f1b", {"v": 3}),
     ("looped_bfs", {"v": 1}), ("looped_bfs", {"v": 2}), ("looped_bfs", {"v": 3}),
     ("interleaved_zb", {"v": 1}), ("interleaved_zb", {"v": 2}), ("interleaved_zb", {"v": 3}),
-    ("zb_h1", {}), ("zb_h2", {}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
+    ("zb_h1", {}), ("zb_h2", {}), ("zb_h2", {"lag": 1}), ("zb_h2", {"lag": 3}), ("zbv", {}), ("dualpipe", {}), ("dualpipev", {}),
 ]
 REFUSAL = {"interleaved_1f1b": "multiple of its number of rounds", "interleaved_zb": "multiple of its number of rounds",
            "dualpipe": "(p must be even|m must be even and at least 2p)", "dualpipev": "m must be at least 2p"}
@@ -99,11 +102,28 @@ def test_closed_forms_written_out():
     assert ppsweep.peak_activations_formula("zb_h1", 8, 32) == 8  # 1F1B's
 
 
-def test_zb_h2_table_bubble_from_m_at_least_p():
+@pytest.mark.parametrize("lag,exact_from", [(2, lambda p: 2 * (p - 1)), (1, lambda p: p)])
+def test_zb_h2_table_bubble(lag, exact_from):
+    # The parallelogram (lag 2) has the table's (p-1)/(3m+p-1) once its steady state hides the
+    # tail's 2w W passes, m >= 2(p-1); the former order (lag 1) from m >= p.
     for p, m in GRID:
-        table = ppsweep.build_schedule("zb_h2", p, m)
-        if m >= p:
+        table = ppsweep.build_schedule("zb_h2", p, m, lag=lag)
+        if m >= exact_from(p):
             assert table.bubble_ratio() == pytest.approx(zb_h2.table_bubble(p, m), abs=1e-12), (p, m)
+
+
+def test_zb_h2_is_a_parallelogram():
+    # lag 2, unit F = I = W, free messages: no worker idles between its first and its last
+    # operation (every span is 3m), so post-validated steps have no bubble; the isolated step
+    # still pays the slant, (p-1) slots. The former order (lag 1) idles in its tail.
+    p, m = 4, 10
+    one = {"t_f": 1.0, "t_b": 2.0, "alpha": 0.0, "beta": math.inf, "msg_bytes": 0.0, "t_i": 1.0, "t_w": 1.0, "record": True}
+    result = reference_simulate(ppsweep.build_schedule("zb_h2", p, m), **one)
+    assert worker_spans(result) == pytest.approx([3 * m] * p) and result.t_sim == 3 * m + p - 1
+    assert post_validated_step(result) == 3 * m
+    assert post_validated_step(reference_simulate(ppsweep.build_schedule("zb_h2", p, m, lag=1), **one)) > 3 * m
+    assert ppsweep.build_schedule("zb_h2", p, m, lag=1).peak_activations() == 2 * p - 1
+    assert ppsweep.build_schedule("zb_h2", p, m).peak_activations() == 2 * p - 1
 
 
 @pytest.mark.parametrize("p,m", [(2, 3), (4, 8), (5, 7)])

@@ -358,3 +358,13 @@ def test_a_killed_shard_is_reported_in_one_line_and_resumes(tmp_path, reference)
     assert zarr.open_group(str(store), mode="r").attrs["complete"] is False
     assert run(compose_cfg("name=grid", f"results_dir={tmp_path / 'out'}", "shards=2", "progress=false")) == 0
     assert_identical(store, reference)
+
+
+def test_slurm_preset_off_a_cluster_stops_before_creating_the_store(tmp_path):
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}  # no sbatch on it
+    result = subprocess.run([sys.executable, "-m", "ppsweep", *GRID, "name=grid", "results_dir=out", "shards=2",
+                             "hydra/launcher=slurm", "--multirun"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "") or str(Path(__file__).resolve().parent.parent)})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: hydra/launcher=slurm submits with SLURM's sbatch")
+    assert not (tmp_path / "out").exists()

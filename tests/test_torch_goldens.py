@@ -86,3 +86,13 @@ def test_pytorch_files_import_as_the_generated_tables(filename):
     assert imported.orders() == built.orders()
     assert imported.length == built.length and imported.bubble_ratio() == built.bubble_ratio()
     assert imported.peak_activations() == built.peak_activations()
+
+
+@pytest.mark.parametrize("filename", [f for f in FILES if f.startswith("1f1b_")])
+def test_pytorch_1f1b_files_import_as_pytorch_writes_them(filename):
+    # PyTorch's own file, its last rank's forwards numbered from 1, read (with a warning) as the order it runs.
+    name, options, p, m = parse(filename)
+    with pytest.warns(UserWarning, match="numbered from 1"):
+        imported = read_csv(GOLDEN / filename, name=name)
+    assert imported.orders() == ppsweep.build_schedule(name, p, m, **options).orders()
+

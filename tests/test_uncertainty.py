@@ -109,6 +109,14 @@ def test_figures(tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
+def test_win_map_legend_lists_only_schedules_that_win_somewhere():
+    from ppsweep.analysis.uncertainty_plots import appearing_winners
+
+    best = np.array([[0, 2], [2, 1]])
+    top = np.array([[0.9, 0.5], [0.6, -1.0]])  # -1: no valid schedule there (schedule 1 only wins there)
+    assert appearing_winners(best, top) == [0, 2]
+
+
 def test_report_section_with_and_without_samples():
     from ppsweep.analysis.uncertainty_report import nominal_view, uncertainty_section
 

@@ -10,6 +10,7 @@ process: it imports neither JAX nor the store at import time.
 from __future__ import annotations
 
 import copy
+import shutil
 import sys
 from typing import Any
 
@@ -97,6 +98,7 @@ class ShardsCallback(Callback):
             exit_with(2, f"error: {error}")
         if plan.finalize or plan.dry_run:
             return  # each job only checks (or prints its estimate); on_multirun_end reports
+        _check_submitter(config)
         from ppsweep.sweep.shards import finalize
         from ppsweep.store.results import StoreError, open_for_sweep
 
@@ -138,3 +140,9 @@ class ShardsCallback(Callback):
         exit_with(1, f"error: {message}")
 
 
+def _check_submitter(config: DictConfig) -> None:
+    """Off a cluster, the SLURM launcher stops in one line before the store is created (exit 2)."""
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if target.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
+        exit_with(2, "error: hydra/launcher=slurm submits with SLURM's sbatch, which is not on this machine's PATH "
+                     "(run from a cluster's login node; on one machine: hydra/launcher=local); nothing was created")

@@ -1,6 +1,6 @@
 """The fastest layout that fits: per GPU count and cluster, which (layout, schedule, m, recompute).
 
-A layout sweep (docs/contract.md §3a; ``python -m ppsweep +sweep=layout``) stores ``t_sim`` over
+A layout sweep (docs/contract.md §3b; ``python -m ppsweep +sweep=layout``) stores ``t_sim`` over
 ``schedule × p × m × [gpus] × [tp] × [dp] × [cp] × [recompute] × [system] × … × bandwidth ×
 latency`` and ``fits`` per ``memory_capacity``. An **option** here is everything a team chooses:
 the schedule, ``p``, ``m`` (microbatches per replica), ``tp``, ``dp`` (where it is a dimension;

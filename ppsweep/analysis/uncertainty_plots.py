@@ -82,12 +82,28 @@ def plot_win_probability_map(dataset: xr.Dataset, p_win: xr.DataArray, out_dir: 
                         bw_edges, lat_edges, np.ma.masked_where(~differs, differs.astype(float)).T,
                         cmap=_clear(), hatch="//", edgecolors="black", linewidth=0,
                     )
-    handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
+    appearing = appearing_winners(best, top)
+    handles = [Patch(facecolor=_schedule_color(k), label=names[k]) for k in appearing]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="most likely winner ≠ noise-free winner"))
-    fig.legend(handles=handles, loc="outside right center", fontsize=8,
-               title="most likely winner\n(faded: lower P(win))", title_fontsize=8)
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="most likely winner", title_fontsize=8)
+    _fading_scale(fig, axes)
     fig.suptitle(f"P(win) under noise ({dataset.sizes.get('sample', 1)} samples)", fontsize=10)
     return _save(fig, Path(out_dir) / "p_win_map.png")
+
+
+def appearing_winners(best: np.ndarray, top: np.ndarray) -> list[int]:
+    """Indices of the schedules that are the most likely winner at some valid point (the legend lists these)."""
+    return sorted({int(k) for k in np.unique(best[top >= 0])})
+
+
+def _fading_scale(fig, axes) -> None:
+    """The scale of the fading: a winner's colour at P(win) = 1 (solid) down to 0 (white), shown in grey."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LinearSegmentedColormap, Normalize
+
+    fade = LinearSegmentedColormap.from_list("fade", ["white", "#404040"])
+    fig.colorbar(ScalarMappable(Normalize(0, 1), fade), ax=axes, shrink=0.6, pad=0.02,
+                 label="P(win) of the most likely winner (its colour fades to white as it falls)")
 
 
 def _clear():

@@ -112,11 +112,12 @@ def run_outcome(cfg: Any) -> dict:
         check_limits(figures, plan.limits, plan.path)
     except ValueError as error:
         return fail(2, str(error))
+    from ppsweep.sweep.cluster import ClusterError
     from ppsweep.sweep.parallel import start_evaluators
 
     # A run that computes every unit it asks for (a new store) starts its worker processes now:
     # their imports then overlap this process's and the store's creation.
-    fresh = overwrite or not plan.path.exists()
+    fresh = (overwrite or not plan.path.exists()) and plan.cluster is None
     evaluators = start_evaluators(spec, list(units), plan.workers, plan.compilation_cache) if fresh else None
     try:
         from ppsweep.sweep.runner import configure_jax, run_sweep
@@ -128,10 +129,12 @@ def run_outcome(cfg: Any) -> dict:
         report = run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
             say=lambda line: print(line, file=sys.stderr, flush=True),
-            workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators,
+            workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators, cluster=plan.cluster,
         )
     except StoreError as error:
         return fail(2, str(error))
+    except ClusterError as error:
+        return fail(1, f"{error}; the units written before stay valid (re-run the same command to resume)")
     except OSError as error:
         return fail(
             1,
@@ -162,9 +165,17 @@ def run_outcome(cfg: Any) -> dict:
     return say(line)
 
 
+#: Exit statuses of the failed jobs of a ``--multirun`` that ran in this process (Hydra's basic
+#: launcher); :func:`main` exits with the worst of them once every job has run.
+_FAILED_JOBS: list[int] = []
+
+
 def _task(cfg: Any) -> dict | None:
     if in_multirun_job():
-        return run_outcome(cfg)  # the launcher reports failures; a job never exits the process
+        outcome = run_outcome(cfg)  # a job never exits the process: the next jobs still run
+        if outcome["status"]:
+            _FAILED_JOBS.append(outcome["status"])
+        return outcome
     status = run(cfg)
     if status == 130:  # interrupted: the run has finished its writes and said so in one line
         _exit_now(130)
@@ -239,6 +250,11 @@ def main() -> None:
     """Console entry point: ``python -m ppsweep`` / ``ppsweep``."""
     signal.signal(signal.SIGINT, _on_interrupt)
     try:
+        if "--version" in sys.argv[1:]:
+            from ppsweep import __version__
+
+            print(f"ppsweep {__version__}")
+            sys.exit(0)
         problem = check_command_line(sys.argv[1:])
         if problem is not None:
             print(problem, file=sys.stderr)
@@ -246,6 +262,9 @@ def main() -> None:
         import hydra
 
         hydra.main(config_path=str(find_conf_dir()), config_name="config", version_base="1.3")(_task)()
+        if _FAILED_JOBS:
+            print(f"error: {len(_FAILED_JOBS)} job(s) of the multirun failed (their lines above)", file=sys.stderr, flush=True)
+            _exit_now(max(_FAILED_JOBS))
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)
         _exit_now(130)  # nothing is written yet

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn
@@ -35,12 +36,30 @@ def run_command(produce: Callable[[], str], errors: tuple[type[BaseException], .
     """
     try:
         text = produce()
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
+    except SystemExit as exc:  # --help (an int or None), or a one-line error raised deeper (a string)
+        return _system_exit_status(exc)
     except (UsageError, *errors) as exc:
         return _error(exc)
-    print(text)
+    return print_quietly(text)
+
+
+def print_quietly(text: str) -> int:
+    """Print ``text`` on stdout; a reader that went away (``| head``) ends the command quietly, status 0."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Point stdout at /dev/null so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _system_exit_status(exc: SystemExit) -> int:
+    """The status of a ``SystemExit``: its own code; a string (a message) is printed as one line, status 2."""
+    if isinstance(exc.code, str):
+        message = " ".join(exc.code.split())
+        print(message if message.startswith("error:") else f"error: {message}", file=sys.stderr)
+        return 2
+    return exc.code or 0
 
 
 def check_arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int | None:
@@ -53,7 +72,7 @@ def check_arguments(parser: argparse.ArgumentParser, argv: list[str] | None = No
     try:
         parser.parse_args(argv)
     except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
+        return _system_exit_status(exc)
     except UsageError as exc:
         return _error(exc)
     return None

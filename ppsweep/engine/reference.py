@@ -334,6 +334,46 @@ def reference_simulate(
     )
 
 
+def worker_spans(result: ReferenceResult) -> np.ndarray:
+    """``(p,)`` span of each worker in one step: from its first operation's start to its step end.
+
+    A worker's step end is its optimizer update's end where the step has updates, else the later
+    of its finish (``result.worker_finish``) and the end of every gradient synchronisation of a
+    stage it holds. Needs a result simulated with ``record=True``.
+
+    Raises:
+      ValueError: the result has no record.
+    """
+    record = result.record
+    if record is None:
+        raise ValueError("result: simulate with record=True to have each worker's first start")
+    start = np.full(record.p, np.inf)
+    for event in record.ops:
+        start[event.worker] = min(start[event.worker], event.start)
+    end = np.array(result.worker_finish, dtype=float)
+    for sync in record.syncs:
+        for w in sync.holders:
+            end[w] = max(end[w], sync.end)
+    for update in record.updates:
+        end[update.worker] = update.end
+    return end - start
+
+
+def post_validated_step(result: ReferenceResult) -> float:
+    """The step time when consecutive steps overlap: the longest worker span (:func:`worker_spans`).
+
+    With the optimizer's global checks (gradient norm, NaN/Inf) post-validated (Qi et al., ICLR
+    2024, section 4) no synchronisation ends a step on every worker at once: a worker starts the
+    next step's first operation as soon as its own step ends, and a step repeats every longest
+    span -- the zero-bubble paper's cost ("the largest execution time of all stages", its Table 5).
+    It equals ``t_sim`` wherever the worker that ends last also starts first (1F1B, ZB-H1); a
+    schedule whose workers start late and end late (ZB-H2's parallelogram) hides its fill under
+    the previous step's drain (docs/contract.md §4, "Post-validated steps"; in ``contention`` and
+    ``ports`` it does not count a link or port the previous step's last messages still hold).
+    """
+    return float(worker_spans(result).max())
+
+
 @dataclass(frozen=True)
 class _Point:
     """One point's checked costs."""

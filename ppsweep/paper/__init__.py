@@ -13,4 +13,7 @@ Modules:
   figures   the PNG figures;
   report    REPORT.md from ``report.md.tmpl``;
   reproduce all of it, in order (``reproduce.run``).
+
+Beside it, ``zero_bubble`` holds another paper's published tables against ppsweep: the zero-bubble
+paper's Table 5 from its Table 9 inputs, and its Table 4 throughput (``scripts/zero_bubble_paper.py``).
 """

@@ -101,5 +101,5 @@ SCHEDULE = Schedule(
     why_unsupported=why_unsupported,
     bubble_formula=bubble_formula,
     peak_activations_formula=peak_activations_formula,
-    description="ZB-V: V-shaped 2 chunks per worker, split backward, zero bubble at m >= 2p",
+    description="ZB-V: V-shaped 2 chunks per worker, split backward; bubble (p-1)/(6m+p-1) for unit F, I, W",
 )

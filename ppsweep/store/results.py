@@ -58,7 +58,7 @@ from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
 from ppsweep.store.schema import FITS, LAYOUT_VARIABLES, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
-from ppsweep.sweep.config import DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
+from ppsweep.sweep.config import ABSENT_WHEN_NONE, DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -79,6 +79,7 @@ class IncompleteStoreWarning(UserWarning):
 #: Config names of SweepSpec fields whose config key differs from the field's name (messages only).
 _CONFIG_NAMES = {
     "comm": "comm.mode",
+    "profile": "costs.profile (the file's values)",
     "comm_axis": "comm.mode (a list: a comm dimension)",
     "f_slots": "slots.f",
     "b_slots": "slots.b",
@@ -119,13 +120,14 @@ def identity(spec: SweepSpec) -> dict[str, Any]:
     """Everything that can change one of the store's bits, as plain JSON data.
 
     Every field of ``spec`` is in it (generically: a field added to :class:`SweepSpec` is covered
-    without being named here) except those of :data:`ppsweep.sweep.config.NOT_IN_IDENTITY`; plus the
-    store format and the ppsweep version.
+    without being named here) except those of :data:`ppsweep.sweep.config.NOT_IN_IDENTITY` (and those of
+    :data:`~ppsweep.sweep.config.ABSENT_WHEN_NONE` while None); plus the store format and the ppsweep version.
     """
     from ppsweep import __version__
 
     data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec)
-            if f.name not in NOT_IN_IDENTITY and not _absent(f, getattr(spec, f.name))}
+            if f.name not in NOT_IN_IDENTITY and not (f.name in ABSENT_WHEN_NONE and getattr(spec, f.name) is None)
+            and not _absent(f, getattr(spec, f.name))}
     data["store_format"] = STORE_FORMAT
     data["ppsweep_version"] = __version__
     return data

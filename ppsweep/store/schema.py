@@ -33,7 +33,7 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
 NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
 }
-#: Variables of a layout sweep besides those (docs/contract.md §3a, README "The whole layout").
+#: Variables of a layout sweep besides those (docs/contract.md §3b, README "The whole layout").
 LAYOUT_VARIABLES: dict[str, tuple[str, str, str]] = {
     "dp_time": ("point", "s", "exposed seconds of the data-parallel gradient synchronisation (included in t_sim)"),
     "tokens_per_s": ("point", "tokens/s", "global batch tokens / step time"),

@@ -29,9 +29,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ppsweep.tables.build import check_positive_int, resolve_options
 from ppsweep.engine.comm import check_mode
 from ppsweep.costs import IDENTITY_WHEN_SET, RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.cost_profile import CostProfile, load_cost_profile
 from ppsweep.layout import LayoutOptions
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
+from ppsweep.schedules.variants import canonical_label
 
 #: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
 #: no units). ``schedule``, ``p``, ``m``, ``bandwidth`` and ``latency`` are always present.
@@ -54,7 +56,7 @@ DIMENSIONS: dict[str, str | None] = {
 }
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
-#: Layout dimensions (docs/contract.md §3a), in store order; present only in sweeps that set them.
+#: Layout dimensions (docs/contract.md §3b), in store order; present only in sweeps that set them.
 LAYOUT_DIMS = ("gpus", "tp", "dp", "cp")
 #: Dimensions no per-point variable has: only ``fits`` (README, "Memory and the fastest schedule that fits").
 CAPACITY_DIMS = ("memory_capacity",)
@@ -70,6 +72,11 @@ JOB_KEYS = ("shard", "finalize", "dry_run")
 NOT_IN_IDENTITY: dict[str, str] = {
     "name": "names the store's file; the values do not depend on it",
 }
+#: SweepSpec fields left out of the identity while None (their default), so that the stores written
+#: before the field existed keep their fingerprint; any other value is in the identity.
+ABSENT_WHEN_NONE: dict[str, str] = {
+    "profile": "costs=model (the cost model); a profile's values are in the identity",
+}
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {
     "name": "the store's file name",
@@ -82,6 +89,7 @@ RUN_KEYS: dict[str, str] = {
     "dry_run": "print the estimate only",
     "engine.compilation_cache": "JAX's cache of compiled code",
     "engine.workers": "processes evaluating units",
+    "engine.cluster": "where units are evaluated (a dask.distributed cluster)",
     "limits": "refusal thresholds of the estimate",
     "cluster": "resources of the jobs",
 }
@@ -111,7 +119,9 @@ class SweepSpec:
         ``fits``), or None (no dimension).
       noise: the noise model (:mod:`ppsweep.engine.noise`); with ``noise.samples > 0`` a ``sample``
         dimension comes last.
-      gpus: GPU totals of a ``gpus`` dimension (docs/contract.md §3a): every ``tp · p · dp · cp =
+      profile: profiled costs (``costs=profile``, :mod:`ppsweep.cost_profile`) in place of the cost
+        model's, or None (the model's).
+      gpus: GPU totals of a ``gpus`` dimension (docs/contract.md §3b): every ``tp · p · dp · cp =
         gpus`` split, ``dp`` derived (the variable ``dp``); None: no dimension.
       tp, dp, cp: degrees of the ``tp``, ``dp``, ``cp`` dimensions (``dp`` only without ``gpus``;
         with ``gpus``, ``tp`` and ``cp`` default to ``(1,)``); None: no dimension (degree 1).
@@ -142,6 +152,7 @@ class SweepSpec:
     recompute: tuple[str, ...] | None = None
     memory_capacity: np.ndarray | None = None
     noise: NoiseConfig = NoiseConfig()
+    profile: CostProfile | None = None
     gpus: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     tp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     dp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
@@ -286,8 +297,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             "make '# @package _global_' its first line (as in conf/sweep/*.yaml)"
         )
     model = ModelConfig.from_mapping(_mapping(cfg, "model"))
+    _check_system_lists(_mapping(cfg, "system"))
     system = SystemConfig.from_mapping(_mapping(cfg, "system"))
-    schedules = tuple(_list(cfg, "schedules"))
+    schedules = tuple(canonical_label(label) for label in _list(cfg, "schedules"))
     if not schedules:
         raise ValueError("schedules: must name at least one schedule")
     options = cfg.get("schedule_options") or {}
@@ -305,6 +317,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     if not modes:
         raise ValueError("comm.mode: must name at least one mode (overlap, blocking, contention, ...), got []")
     compute = cfg.get("compute")
+    profile = _profile(cfg.get("costs"))
+    if profile is not None:
+        _check_profile_sweep(cfg, profile, system)
     engine = cfg.get("engine") or {}
     slots = cfg.get("slots") or {}
     dtype = engine.get("dtype", "float64")
@@ -319,8 +334,8 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         comm=modes,
         comm_axis=comm_axis,
         compute=None if compute is None else _axis("compute", compute, positive=True),
-        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=system.bandwidth),
-        latency=_axis("latency", cfg.get("latency"), positive=False, default=system.latency),
+        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)),
+        latency=_axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)),
         model=model,
         system=system,
         f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
@@ -331,6 +346,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
+        profile=profile,
         **_layout_fields(cfg),
     )
     if spec.systems is not None:  # null axes: every system's own inter-node value
@@ -341,6 +357,8 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         raise ValueError("noise.samples: layout sweeps (gpus, tp, dp, cp, systems) run without noise; set noise.samples=0")
     if spec.has_layout and spec.compute is not None:
         raise ValueError("compute: layout sweeps take the compute of each system (systems); set compute=null")
+    if spec.has_layout and spec.profile is not None:
+        raise ValueError("costs: layout sweeps (gpus, tp, dp, cp, systems) use the cost model; set costs=model")
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
@@ -382,6 +400,87 @@ def _layout_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def profile_path(costs: Any, base_dir: str | os.PathLike | None = None) -> Path | None:
+    """The absolute path of ``costs.profile`` (relative: to ``base_dir``, default the current directory), or None (``costs=model``).
+
+    Raises:
+      ValueError: ``costs`` is not a mapping, or ``costs.profile`` is missing or not a path.
+    """
+    if costs is None:
+        return None
+    if not isinstance(costs, Mapping):
+        raise ValueError(f"costs: choose costs=model or costs=profile costs.profile=FILE, got {costs!r}")
+    unknown = sorted(set(costs) - {"profile"})
+    if unknown:
+        raise ValueError(f"costs.{unknown[0]}: unknown key; accepted: profile (with costs=profile)")
+    if "profile" not in costs:
+        return None
+    path = costs["profile"]
+    if path in (None, "???") or not isinstance(path, str) or not path:
+        raise ValueError("costs.profile: missing; give the profiled-costs file, costs=profile costs.profile=path.yaml")
+    path = Path(os.path.expanduser(path))
+    return (Path(base_dir) / path if base_dir is not None and not path.is_absolute() else path).absolute()
+
+
+def _profile(costs: Any) -> CostProfile | None:
+    """The profile named by ``costs.profile`` (None: ``costs=model``); a bad file: ValueError naming the file and the field."""
+    path = profile_path(costs)
+    if path is None:
+        return None
+    try:
+        return load_cost_profile(path)
+    except ValueError as error:
+        message = str(error)
+        raise ValueError(message if message.startswith("costs.profile") else f"costs.profile: {path}: {message}") from None
+
+
+def _check_profile_sweep(cfg: Mapping[str, Any], profile: CostProfile, system: SystemConfig) -> None:
+    """Refuse the keys a profile replaces or cannot serve (docs/contract.md §3a)."""
+    if cfg.get("compute") is not None:
+        raise ValueError("compute: scales the cost model's roofline; with costs=profile the times are measured: set compute=null")
+    if cfg.get("recompute") is not None:
+        raise ValueError("recompute: the cost model's recomputation modes; with costs=profile the times are measured with one: set recompute=null")
+    if not profile.has_memory:
+        for key, value in (("memory_capacity", cfg.get("memory_capacity")), ("system.memory_capacity", system.memory_capacity)):
+            if value is not None:
+                raise ValueError(f"{key}: needs the profile's memory (memory: {{activation_bytes, persistent_bytes}}); set {key}=null or add it to the file")
+    if profile.message_is_time:
+        for key in ("bandwidth", "latency"):
+            if cfg.get(key) is not None:
+                raise ValueError(
+                    f"{key}: the profile gives the message time (message.time), so bandwidth and latency cannot be swept; "
+                    "set bandwidth=null latency=null, or give the profile's message as {alpha, beta, bytes}"
+                )
+    if profile.message_is_time:
+        for key in ("intra_latency", "intra_bandwidth"):
+            if getattr(system, key, None) is not None:
+                raise ValueError(
+                    f"system.{key}: the profile gives the message time (message.time) of every hop; set system.{key}=null, "
+                    "or give the profile's message as {alpha, beta, bytes}"
+                )
+    if profile.t_fb is not None and system.fb_overlap != 0:
+        raise ValueError("system.fb_overlap: the profile gives t_fb (the pair's measured time); set system.fb_overlap=0")
+    if profile.t_opt is not None and system.optimizer_time != 0:
+        raise ValueError("system.optimizer_time: the profile gives t_opt; set system.optimizer_time=0")
+
+
+def _network_default(profile: CostProfile | None, name: str, system_value: float) -> float:
+    """The bandwidth (``beta``) or latency (``alpha``) a sweep takes when it does not set the axis.
+
+    The system's under the cost model; the profile's ``alpha``/``beta``; for a message time
+    (``message: {time: T}``), latency ``T`` and the system's bandwidth (no bytes: it has no effect).
+    """
+    if profile is None:
+        return system_value
+    alpha, beta, _ = profile.network()
+    if profile.message_is_time:
+        return alpha if name == "alpha" else system_value
+    value = alpha if name == "alpha" else beta
+    if not np.isfinite(value):
+        raise ValueError(f"bandwidth: the profile's message.beta is {value}; give the sweep's bandwidth=[...] (finite bytes/s)")
+    return value
+
+
 def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
     """The ``recompute`` dimension's modes (None: no dimension), checked."""
     if value is None:
@@ -417,6 +516,21 @@ def _mapping(cfg: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"{key}: missing; choose one of the configs in conf/{key}/ (e.g. {key}=...)")
     return value
+
+
+#: System fields that a sweep varies through a top-level axis: ``system.<field>`` -> the axis's key.
+SYSTEM_FIELD_AXES = {"bandwidth": "bandwidth", "latency": "latency", "memory_capacity": "memory_capacity", "peak_flops": "compute"}
+
+
+def _check_system_lists(system: Mapping[str, Any]) -> None:
+    """A list given to a system field names the top-level key that sweeps it (one line)."""
+    for name, axis in SYSTEM_FIELD_AXES.items():
+        value = system.get(name)
+        if isinstance(value, (list, tuple)):
+            raise ValueError(
+                f"system.{name}: one number per system, got a list {list(value)!r}; a list of values to sweep "
+                f"is the top-level {axis!r} key ({axis}={list(value)!r})"
+            )
 
 
 def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
@@ -488,6 +602,8 @@ class Plan:
       compilation_cache: JAX's persistent compilation cache directory, or None.
       workers: processes evaluating units (``engine.workers``); None: ``auto``
         (:func:`ppsweep.sweep.parallel.default_workers`). Never part of a store's identity.
+      cluster: ``engine.cluster``: a dask.distributed scheduler (``dask://HOST:PORT``) whose
+        workers evaluate the units (:mod:`ppsweep.sweep.cluster`), or None: this machine.
       dry_run: print the estimate (:mod:`ppsweep.sweep.estimate`) and stop.
       limits: ``memory_gb``, ``store_gb``, ``hours``: the estimate's refusal thresholds (None:
         this machine's memory, the free disk space, no limit).
@@ -503,6 +619,7 @@ class Plan:
     progress: bool
     compilation_cache: str | None
     workers: int | None = None
+    cluster: str | None = None
     dry_run: bool = False
     limits: dict[str, float | None] = field(default_factory=dict)
 
@@ -516,12 +633,30 @@ class Plan:
         return tuple(shard_units(self.spec, self.shards, self.shard))
 
 
+#: Accepted forms of ``engine.cluster`` (README, "Running on a dask cluster").
+CLUSTER_SCHEMES = ("dask://", "tcp://", "tls://")
+
+
+def scheduler_address(cluster: str) -> str:
+    """The scheduler's address of ``engine.cluster``: ``dask://HOST:PORT`` → ``tcp://HOST:PORT``.
+
+    Raises:
+      ValueError: naming ``engine.cluster`` and the accepted forms.
+    """
+    if not isinstance(cluster, str) or not cluster.startswith(CLUSTER_SCHEMES) or ":" not in cluster.split("://", 1)[1]:
+        raise ValueError(f"engine.cluster: must be null or dask://HOST:PORT (tcp://, tls:// too), got {cluster!r}")
+    scheme, rest = cluster.split("://", 1)
+    return f"{'tcp' if scheme == 'dask' else scheme}://{rest}"
+
+
 def config_yaml(cfg: Mapping[str, Any] | DictConfig) -> str:
     """The resolved config as YAML, without ``hydra`` and the job-only keys: the store's ``config``."""
     stored = OmegaConf.create(_container(cfg))
     with open_dict(stored):
         for key in ("hydra", *JOB_KEYS):
             stored.pop(key, None)
+        if not stored.get("costs"):  # costs=model: the config as before profiles existed
+            stored.pop("costs", None)
     return OmegaConf.to_yaml(stored)
 
 
@@ -542,6 +677,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
     """
     container = _container(cfg)
     container.pop("hydra", None)
+    path = profile_path(container.get("costs"), base_dir)
+    if path is not None:  # resolved once, recorded absolute (the store's config, every shard's job)
+        container["costs"] = {**container["costs"], "profile": str(path)}
     spec = spec_from_config(container)
     shards, shard = check_shards(container.get("shards", 1), container.get("shard"), len(spec.units()))
     flags = {}
@@ -561,6 +699,9 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         workers = None
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
+    cluster = (container.get("engine") or {}).get("cluster")
+    if cluster is not None:
+        scheduler_address(cluster)  # raises naming engine.cluster
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     directory = base / os.path.expanduser(results_dir)
     if directory.exists() and not directory.is_dir():
@@ -576,6 +717,7 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         progress=flags["progress"],
         compilation_cache=cache,
         workers=workers,
+        cluster=cluster,
         dry_run=flags["dry_run"],
         limits=check_limits(container.get("limits")),
     )
@@ -608,14 +750,15 @@ def check_limits(limits: Any) -> dict[str, float | None]:
 
 # ---- composing conf/ -------------------------------------------------------------------------------
 def find_conf_dir() -> Path:
-    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the one beside the package, else ``./conf``.
+    """The ``conf/`` directory: ``$PPSWEEP_CONF_DIR``, else the package's own (``ppsweep/conf``: in a
+    checkout a link to the repository's ``conf/``, in a wheel its copy as package data), else ``./conf``.
 
     Raises:
       SystemExit: with one ``error:`` line when none is found.
     """
     env = os.environ.get("PPSWEEP_CONF_DIR")
     candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parents[2] / "conf", Path.cwd() / "conf"]
+    candidates += [Path(__file__).resolve().parents[1] / "conf", Path.cwd() / "conf"]
     for candidate in candidates:
         if (candidate / "config.yaml").is_file():
             return candidate

@@ -9,13 +9,15 @@ schedules point by point. A unit is also one chunk of the store (:mod:`ppsweep.s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
+from ppsweep.costs import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
+from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
 from ppsweep.engine.program import program_for
 from ppsweep.engine.tiers import nodes_of
@@ -36,7 +38,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
       ``name -> array``: point variables with dimensions ``spec.point_dims``, table variables and
       ``valid`` with ``spec.table_dims``; the ``p`` and ``m`` axes have length 1 (this unit).
     """
-    if spec.has_layout:  # tp, dp, cp, gpus or systems (docs/contract.md §3a)
+    if spec.has_layout:  # tp, dp, cp, gpus or systems (docs/contract.md §3b)
         from ppsweep.sweep.layout_eval import evaluate_layout_unit
 
         return evaluate_layout_unit(spec, p_index, m_index)
@@ -59,8 +61,10 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         except UnsupportedPointError:
             continue
         with phase("build"):
-            # table.m: chimera@concat=backward_halving runs 2m half-microbatches at the point m
-            memory = {mode: memory_figures(model, table, table.m) for mode, model in models.items()}
+            try:
+                memory = _memory(spec, models, table, m)
+            except UnsupportedPointError:
+                continue
         cap = spec.system.memory_capacity  # a scalar cap (never with a recompute dimension)
         if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue
@@ -73,11 +77,12 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
             program_for(table)
         for r, (mode, model) in enumerate(models.items()):
             at = (*here, r) if spec.recompute is not None else here
-            out["peak_activation_bytes"][at] = memory[mode].peak_activation_bytes
-            out["persistent_bytes"][at] = memory[mode].persistent_bytes
-            out["peak_memory_bytes"][at] = memory[mode].peak_memory_bytes
-            if "fits" in out:
-                out["fits"][at] = memory[mode].peak_memory_bytes <= spec.memory_capacity
+            if memory[mode] is not None:  # None: a profile without memory (NaN)
+                out["peak_activation_bytes"][at] = memory[mode].peak_activation_bytes
+                out["persistent_bytes"][at] = memory[mode].persistent_bytes
+                out["peak_memory_bytes"][at] = memory[mode].peak_memory_bytes
+                if "fits" in out:
+                    out["fits"][at] = memory[mode].peak_memory_bytes <= spec.memory_capacity
             with phase("evaluate"):
                 engine_results = simulate_table(spec, table, model)
             for name_, value in engine_results.items():
@@ -85,6 +90,26 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
     for rank, by in (("rank_formula", "bubble_formula"), ("rank_table", "bubble_table"), ("rank_sim", "t_sim")):
         out[rank] = rank_lower_better(out[by], axis=0)  # axis 0: schedule
     return out
+
+
+def _memory(spec: SweepSpec, models: dict[str, ModelConfig], table, m: int) -> dict[str, MemoryFigures | None]:
+    """The bottleneck worker's memory per recomputation mode: the cost model's, or the profile's (None where it gives none).
+
+    Raises:
+      UnsupportedPointError: the profile does not fit the table (its stage count, or a table that
+        cuts the point's microbatches in halves: the profile measured whole ones).
+    """
+    if spec.profile is None:
+        # table.m: chimera@concat=backward_halving runs 2m half-microbatches at the point m
+        return {mode: memory_figures(model, table, table.m) for mode, model in models.items()}
+    if table.m != m:
+        raise UnsupportedPointError(f"{table.name}: runs {table.m} part-microbatches at m={m}; the profile measured whole ones")
+    try:
+        figures = profile_memory(spec.profile, table)
+        stage_values(spec.profile.t_f, spec.profile.n_stages, table.n_stages)
+    except StageCountError as error:
+        raise UnsupportedPointError(str(error)) from None
+    return dict.fromkeys(models, figures)
 
 
 def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, np.ndarray]:
@@ -101,13 +126,23 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
       (the noise-free step time, no ``sample`` dimension).
     """
     model = spec.model if model is None else model
-    costs = stage_costs(model, spec.system, table, peak_flops=spec.compute)
-    # Axes: compute (or 1) × bandwidth × latency.
     system = spec.system
-    # the bandwidth and latency axes are the tier between nodes; the tier within one is the system's
-    point = engine_costs(costs, alpha=spec.latency[None, None, :], beta=spec.bandwidth[None, :, None],
-                         t_opt=system.optimizer_time, fb_overlap=system.fb_overlap, point_axes=2,
-                         alpha_intra=system.intra_latency, beta_intra=system.intra_bandwidth)
+    # Axes: compute (or 1) × bandwidth × latency; they are the tier between nodes, the tier within
+    # one is the system's (docs/contract.md §4b).
+    alpha, beta = spec.latency[None, None, :], spec.bandwidth[None, :, None]
+    intra = {"alpha_intra": system.intra_latency, "beta_intra": system.intra_bandwidth}
+    if spec.profile is None:
+        costs = stage_costs(model, system, table, peak_flops=spec.compute)
+        point = engine_costs(costs, alpha=alpha, beta=beta, t_opt=system.optimizer_time,
+                             fb_overlap=system.fb_overlap, point_axes=2, **intra)
+        global_batch = model.global_batch
+    else:  # measured times per microbatch: the global batch is m microbatches of the profile's size
+        network = {} if spec.profile.message_is_time else {"alpha": alpha, "beta": beta, **intra}
+        point = engine_costs_from_profile(spec.profile, table, **network, fb_overlap=system.fb_overlap,
+                                          t_opt=system.optimizer_time)
+        if spec.profile.message_is_time:  # the point shape of the sweep's one bandwidth and latency
+            point = dataclasses.replace(point, alpha=np.broadcast_to(point.alpha, (1, 1, 1)))
+        global_batch = table.m * (spec.profile.microbatch_size or 1.0)
     worker_node = nodes_of(table.p, system.gpus_per_node)
     noise = spec.noise if spec.noise.enabled else None
     dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
@@ -122,7 +157,7 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
         per_mode.append(
             {
                 "t_sim": t_sim,
-                "throughput": model.global_batch / t_sim,
+                "throughput": global_batch / t_sim,
                 "idle_sim": result.idle_fraction(table.p),
                 "comm_time": result.comm_time,
             }

@@ -1,6 +1,6 @@
 """One unit of a layout sweep: every schedule's table under every layout, system and recomputation.
 
-A layout sweep (docs/contract.md §3a) has dimensions ``schedule × p × m × [gpus] × [tp] × [dp]
+A layout sweep (docs/contract.md §3b) has dimensions ``schedule × p × m × [gpus] × [tp] × [dp]
 × [cp] × [recompute] × [system] × [comm] × bandwidth × latency`` (``memory_capacity`` for
 ``fits``). ``m`` is the number of microbatches of each pipeline replica (``b = G/(dp·m)``); the
 ``bandwidth`` and ``latency`` axes are the inter-node tier, every system keeps its intra-node

@@ -140,7 +140,8 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="ppsweep-parent-watch", daemon=True).start()
 
 
-def _evaluate(spec: SweepSpec, i: int, j: int) -> UnitResult:
+def evaluate_one(spec: SweepSpec, i: int, j: int) -> UnitResult:
+    """One unit evaluated in this process, with the seconds this process spent since its last unit."""
     from ppsweep.sweep.evaluate import evaluate_unit
 
     results = evaluate_unit(spec, i, j)
@@ -261,7 +262,7 @@ def evaluate_units(
     evaluators = evaluators_for(workers, compilation_cache, evaluators)
     if evaluators is None:
         for i, j in units:
-            yield _evaluate(spec, i, j)
+            yield evaluate_one(spec, i, j)
         return
     _init_worker(compilation_cache)  # this process evaluates too
     here = ThreadPoolExecutor(1, thread_name_prefix="ppsweep-unit")
@@ -277,7 +278,7 @@ def evaluate_units(
                     if unit is None:
                         more = False
                     else:
-                        running[pool.submit(_evaluate, spec, *unit)] = pool
+                        running[pool.submit(evaluate_one, spec, *unit)] = pool
             if not running:
                 return
             done, _ = wait(running, return_when=FIRST_COMPLETED)

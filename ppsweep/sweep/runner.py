@@ -63,6 +63,7 @@ def run_sweep(
     workers: int | None = None,
     compilation_cache: str | None = None,
     evaluators: Evaluators | None = None,
+    cluster: str | None = None,
 ) -> SweepReport:
     """Evaluate every pending unit of ``spec`` (or of ``units``) and write it to the store at ``path``.
 
@@ -83,6 +84,8 @@ def run_sweep(
       compilation_cache: JAX's persistent compilation cache for worker processes (None: off).
       evaluators: worker processes started ahead for this run (:func:`ppsweep.sweep.parallel.start_evaluators`);
         used if they match the run's evaluators, shut down once the units are done either way.
+      cluster: a dask.distributed scheduler (``dask://HOST:PORT``) whose workers evaluate the units
+        instead (:mod:`ppsweep.sweep.cluster`); this process still claims and writes them.
 
     Returns:
       A :class:`SweepReport`. When every unit of the store is done (this run's and other
@@ -100,7 +103,7 @@ def run_sweep(
     take()
     computed = 0
     if pending:
-        n_workers = evaluator_count(spec, pending, workers)
+        n_workers = 1 if cluster else evaluator_count(spec, pending, workers)
         evaluators = evaluators_for(n_workers, compilation_cache, evaluators)
         bar = Progress(len(pending), points_per_unit) if progress else None
         generation = (path, str(group.attrs["generation"]))
@@ -111,7 +114,13 @@ def run_sweep(
         with registered_writer(path), ThreadPoolExecutor(max_workers=1) as writer:
             writing: Future | None = None
             try:
-                for i, j, results, unit_seconds in evaluate_units(spec, claimed, n_workers, compilation_cache, evaluators):
+                if cluster:
+                    from ppsweep.sweep.cluster import evaluate_units_on_cluster
+
+                    results_stream = evaluate_units_on_cluster(spec, claimed, cluster, compilation_cache)
+                else:
+                    results_stream = evaluate_units(spec, claimed, n_workers, compilation_cache, evaluators)
+                for i, j, results, unit_seconds in results_stream:
                     split.update(unit_seconds)
                     if writing is not None:
                         writing.result()

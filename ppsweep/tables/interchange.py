@@ -22,6 +22,7 @@ import csv
 import io
 import os
 import re
+import warnings
 from typing import IO, Union
 
 import numpy as np
@@ -154,7 +155,7 @@ def read_csv_order(path_or_file: PathOrFile, *, name: str = "csv") -> ScheduleOr
     Raises:
       CsvTableError: as :func:`read_csv`, except that the order is not yet realized or validated.
     """
-    orders, where = _parse_rows(_read_rows(path_or_file))
+    orders, where = _undo_forward_shift(*_parse_rows(_read_rows(path_or_file)))
     order = _infer_order(name, orders, where)
     _check_runs(order, where)
     return order
@@ -235,6 +236,38 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[list[Op]], dict[Op, tuple[i
     if not where:
         raise CsvTableError("CSV has no operations: expected cells like 0F3 (stage 0, forward, microbatch 3)")
     return orders, where
+
+
+def _undo_forward_shift(
+    orders: list[list[Op]], where: dict[Op, tuple[int, int]]
+) -> tuple[list[list[Op]], dict[Op, tuple[int, int]]]:
+    """PyTorch's known misprint undone, with a warning: ``Schedule1F1B`` numbers the forwards of its
+    last rank from 1 (``F1 … Fm``; the counter of a rank without warm-up forwards starts late) while
+    that rank runs ``F0 … F(m-1)``, as its backwards ``B0 … B(m-1)`` say. Where a stage's forwards
+    are exactly ``1 … n`` and its backwards ``0 … n-1``, the forwards are read back one."""
+    forwards: dict[int, set[int]] = {}
+    backwards: dict[int, set[int]] = {}
+    for op in where:
+        if op.kind == Kind.F:
+            forwards.setdefault(op.stage, set()).add(op.micro)
+        elif op.kind in (Kind.B, Kind.I):
+            backwards.setdefault(op.stage, set()).add(op.micro)
+    shifted = {
+        s for s, micros in forwards.items()
+        if micros == set(range(1, len(micros) + 1)) and backwards.get(s) == set(range(len(micros)))
+    }
+    if not shifted:
+        return orders, where
+
+    def fix(op: Op) -> Op:
+        return op._replace(micro=op.micro - 1) if op.kind == Kind.F and op.stage in shifted else op
+
+    warnings.warn(
+        f"stage(s) {sorted(shifted)}: forwards numbered from 1 (PyTorch's Schedule1F1B misprint on its last "
+        "rank); read as numbered from 0, as that rank runs them",
+        stacklevel=3,
+    )
+    return [[fix(op) for op in row] for row in orders], {fix(op): at for op, at in where.items()}
 
 
 def _at(where: dict[Op, tuple[int, int]], op: Op) -> str:

@@ -67,6 +67,12 @@ def pair(forward: Op, backward: Op) -> Op:
     return Op(Kind.FB, forward.micro, forward.stage, backward.micro, backward.stage)
 
 
+def op_label(op: Op, show_stage: bool = False) -> str:
+    """Short label of an operation: ``F3`` (forward of microbatch 3), ``F3s5`` with its stage, and
+    ``F3&B1`` (``F3s1&B1s6``) for an overlapped pair."""
+    return "&".join(f"{KIND_LETTER[half.kind]}{half.micro}" + (f"s{half.stage}" if show_stage else "") for half in halves(op))
+
+
 def halves(op: Op) -> tuple[Op, ...]:
     """The operations ``op`` runs: its two halves for a pair F&B, else ``(op,)``."""
     if op.kind == Kind.FB:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ppsweep.tables.ops import KIND_LETTER, NONE, Kind, Op, SplitBackward, dependencies, frees_activation, halves
+from ppsweep.tables.ops import NONE, Kind, Op, SplitBackward, dependencies, frees_activation, halves, op_label
 from ppsweep.schedules.base import ScheduleOrder
 
 
@@ -315,10 +315,7 @@ def format_table(table: ScheduleTable, width: int | None = None) -> str:
     show_stage = table.n_stages * table.n_replicas > table.p
     labels = {}
     for placed in table.placed_ops():
-        text = "&".join(
-            f"{KIND_LETTER[op.kind]}{op.micro}" + (f"s{op.stage}" if show_stage else "") for op in halves(placed.op)
-        )
-        labels[(placed.worker, placed.start)] = text
+        labels[(placed.worker, placed.start)] = op_label(placed.op, show_stage)
     cell = width or max([len(s) for s in labels.values()] + [2])
     lines = []
     for w in range(table.p):

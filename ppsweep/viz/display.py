@@ -68,6 +68,36 @@ def format_bytes(nbytes: float, digits: int = 4) -> str:
     return f"{nbytes / size:.{digits}g} {name}"
 
 
+#: Colours of the schedules, in store order (the figures and the explorer).
+SCHEDULE_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
+
+#: Units of the dimensions whose values are shown scaled to their magnitude.
+_COORDINATE_FORMATS = {
+    "bandwidth": lambda v: f"{format_bytes(v, 3)}/s",
+    "latency": lambda v: format_time(v, 3),
+    "memory_capacity": lambda v: format_bytes(v, 3),
+    "compute": lambda v: format_flops(v),
+}
+
+
+def format_flops(flops_per_second: float, digits: int = 3) -> str:
+    """FLOP/s in the unit of its magnitude: ``500 TFLOP/s``."""
+    size, name = pick_unit(flops_per_second, ((1.0, ""), (1e9, "G"), (1e12, "T"), (1e15, "P"), (1e18, "E")))
+    return f"{flops_per_second / size:.{digits}g} {name}FLOP/s"
+
+
+def format_coordinate(dim: str, value) -> str:
+    """A coordinate value as people read it: ``10 GB/s`` (bandwidth), ``1 µs`` (latency), ``80 GB``
+    (memory_capacity), ``500 TFLOP/s`` (compute); other numbers with 4 significant digits; text as it is."""
+    if dim in _COORDINATE_FORMATS and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value):
+        return _COORDINATE_FORMATS[dim](float(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.4g}"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return str(value)
+
+
 def assign_lanes(intervals: Sequence[tuple[float, float]]) -> list[int]:
     """Greedy lanes for intervals so that no two on one lane overlap (earliest free lane first).
 

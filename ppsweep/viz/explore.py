@@ -47,11 +47,11 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.viz.display import SCHEDULE_COLORS, format_coordinate
 
 #: At most this many values of ``t_sim`` are embedded in a page.
 MAX_VALUES = 4_000_000
 #: One colour per schedule (store order), and colours of ties, as in the PNG figures.
-SCHEDULE_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 TIE_COLORS = ["#B0C4DE", "#F5DEB3", "#D8BFD8", "#C1E1C1", "#FFDAB9", "#E0E0E0"]
 #: Dimensions the winner map spans.
 MAP_DIMS = ("bandwidth", "latency")
@@ -70,6 +70,30 @@ def _label(value: Any) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     return str(value)
+
+
+#: Tick labels of a numeric axis in the unit of each tick's magnitude (the units of :func:`format_coordinate`).
+_TICK_JS = r"""
+const PREFIXES = {
+  bandwidth: ["B/s", [[1, ""], [1e3, "k"], [1e6, "M"], [1e9, "G"], [1e12, "T"], [1e15, "P"]]],
+  memory_capacity: ["B", [[1, ""], [1e3, "k"], [1e6, "M"], [1e9, "G"], [1e12, "T"], [1e15, "P"]]],
+  compute: ["FLOP/s", [[1, ""], [1e9, "G"], [1e12, "T"], [1e15, "P"], [1e18, "E"]]],
+  latency: ["s", [[1e-9, "n"], [1e-6, "µ"], [1e-3, "m"], [1, ""]]],
+};
+const dim = axis_dim.value === undefined ? axis_dim : axis_dim.value;
+if (!(dim in PREFIXES) || !(tick > 0)) return Number(tick).toPrecision(3).replace(/\.?0+$/, "");
+const [unit, scale] = PREFIXES[dim];
+let chosen = scale[0];
+for (const s of scale) if (tick >= s[0] * 0.9999) chosen = s;
+return Number((tick / chosen[0]).toPrecision(3)) + " " + chosen[1] + unit;
+"""
+
+
+def _tick_formatter(axis_dim: Any) -> Any:
+    """A Bokeh tick formatter for the dimension ``axis_dim`` (a name, or the Select that names it)."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(args={"axis_dim": axis_dim}, code=_TICK_JS)
 
 
 def _edges(values: np.ndarray) -> np.ndarray:
@@ -106,7 +130,7 @@ def select_part(dataset: xr.Dataset, selections: Sequence[str]) -> xr.Dataset:
     return dataset
 
 
-#: Dimensions of a layout store (docs/contract.md §3a) the page shows one value of at a time
+#: Dimensions of a layout store (docs/contract.md §3b) the page shows one value of at a time
 #: (``memory_capacity`` only of ``fits``, which the page does not show: dropped).
 ONE_VALUE_DIMS = ("gpus", "tp", "dp", "cp", "recompute")
 
@@ -178,6 +202,8 @@ def page_data(dataset: xr.Dataset) -> dict[str, Any]:
         "dims": dims,
         "sizes": [int(st.sizes[d]) for d in dims],
         "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
+        "shown": {d: [format_coordinate(d, v) for v in dataset[d].values] for d in dims},
+        "axis_titles": {d: f"{d} ({dataset[d].attrs['units']})" if dataset[d].attrs.get("units") else d for d in dims},
         "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
         "t": t.ravel(),
         "winner": winner.ravel().astype(np.float64),
@@ -250,7 +276,7 @@ for (let i = 0; i < bw.length; i++) for (let j = 0; j < lat.length; j++) {
   m.left.push(eb[i]); m.right.push(eb[i + 1]); m.bottom.push(el[j]); m.top.push(el[j + 1]);
   m.color.push(D.colors[code] || "#FFFFFF"); m.winner.push(D.code_labels[code] || "none");
   m.flip.push(D.flip[g] == 1 ? "yes: the formula picks another schedule" : "no");
-  m.bandwidth.push(D.labels.bandwidth[bw[i]]); m.latency.push(D.labels.latency[lat[j]]);
+  m.bandwidth.push(D.shown.bandwidth[bw[i]]); m.latency.push(D.shown.latency[lat[j]]);
   m.line.push(bw[i] == cur.bandwidth && lat[j] == cur.latency ? 3 : 0);
   for (let s = 0; s < S; s++) m["t" + s].push(fmt(D.t[s * G + g], ts, tu));
 }
@@ -263,12 +289,12 @@ for (let s = 0; s < S; s++) {
   for (let k = 0; k < D.labels[xd].length; k++) {
     const f = Object.assign({}, cur); f[xd] = k;
     const v = D.t[s * G + flat(f)];
-    if (Number.isFinite(v)) { l.x.push(D.values[xd][k]); l.y.push(v / ts); l.label.push(D.labels[xd][k]); l.value.push(fmt(v, ts, tu)); }
+    if (Number.isFinite(v)) { l.x.push(D.values[xd][k]); l.y.push(v / ts); l.label.push(D.shown[xd][k]); l.value.push(fmt(v, ts, tu)); }
   }
   l.order = l.x.map((_, k) => k).sort((a, b) => l.x[a] - l.x[b]);
   line_sources[s].data = {x: l.order.map(k => l.x[k]), y: l.order.map(k => l.y[k]), label: l.order.map(k => l.label[k]), value: l.order.map(k => l.value[k])};
 }
-line_axis.axis_label = xd;
+line_axis.axis_label = D.axis_titles[xd];
 
 // memory at the selected (p, m)
 const [P, M] = D.pm_sizes, ip = cur.p, im = cur.m;
@@ -300,7 +326,7 @@ if (D.has_sample) {
 
 // status line
 const g0 = flat(cur), code0 = String(D.winner[g0]);
-status.text = "<b>Selected point</b>: " + dims.map(d => d + "=" + D.labels[d][cur[d]]).join(", ") +
+status.text = "<b>Selected point</b>: " + dims.map(d => d + "=" + D.shown[d][cur[d]]).join(", ") +
   " &mdash; fastest: <b>" + (D.code_labels[code0] || "none") + "</b>";
 """
 
@@ -311,7 +337,8 @@ for (const [key, value] of params) {
   if (key == "x" && xaxis.options.includes(value)) { xaxis.value = value; continue; }
   const w = selects[key];
   if (!w) continue;
-  const match = w.options.find(o => o == value || (Number.isFinite(parseFloat(o)) && parseFloat(o) == parseFloat(value)));
+  const values = w.options.map(o => Array.isArray(o) ? o[0] : o);  // options are [value, shown text] pairs
+  const match = values.find(o => o == value || (Number.isFinite(parseFloat(o)) && parseFloat(o) == parseFloat(value)));
   if (match !== undefined) w.value = match;
 }
 update.execute(null);
@@ -340,7 +367,8 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     colors = [SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)] for k in range(len(names))]
     t_unit, b_unit = data["t_unit"][1], data["b_unit"][1]
 
-    selects = {d: Select(title=d, value=data["labels"][d][0], options=data["labels"][d], name=f"select_{d}", width=130) for d in dims}
+    selects = {d: Select(title=data["axis_titles"][d], value=data["labels"][d][0], options=list(zip(data["labels"][d], data["shown"][d])),
+                         name=f"select_{d}", width=130) for d in dims}
     numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in data["values"][d]) and len(data["labels"][d]) > 1]
     x_choices = numeric or [d for d in dims if d in MAP_DIMS]
     xaxis = Select(title="x axis (step time)", value="bandwidth" if "bandwidth" in x_choices else x_choices[0], options=x_choices, name="select_x", width=160)
@@ -349,8 +377,10 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     map_source = ColumnDataSource({c: [] for c in map_columns}, name="map_source")
     map_fig = figure(title="Fastest schedule (simulated step time)", x_axis_type="log", y_axis_type="log", width=620, height=430,
                      x_axis_label="bandwidth (B/s)", y_axis_label="latency (s)", tools="pan,wheel_zoom,box_zoom,reset,save", name="winner_map")
+    map_fig.xaxis[0].formatter = _tick_formatter("bandwidth")
+    map_fig.yaxis[0].formatter = _tick_formatter("latency")
     map_fig.quad(left="left", right="right", bottom="bottom", top="top", fill_color="color", line_color="black", line_width="line", source=map_source)
-    tooltips = [("bandwidth", "@bandwidth B/s"), ("latency", "@latency s"), ("fastest", "@winner")]
+    tooltips = [("bandwidth", "@bandwidth"), ("latency", "@latency"), ("fastest", "@winner")]
     tooltips += [(f"t_sim {n}", f"@t{k}") for k, n in enumerate(names)]
     tooltips.append(("flip vs formula", "@flip"))
     map_fig.add_tools(HoverTool(tooltips=tooltips))
@@ -358,6 +388,7 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
 
     line_fig = figure(title="Step time", x_axis_type="log", y_axis_type="log", width=620, height=360,
                       y_axis_label=f"t_sim ({t_unit})", tools="pan,wheel_zoom,box_zoom,reset,save", name="step_time")
+    line_fig.xaxis[0].formatter = _tick_formatter(xaxis)
     line_sources = []
     for k, name in enumerate(names):
         source = ColumnDataSource({"x": [], "y": [], "label": [], "value": []}, name=f"line_{name}")

@@ -37,17 +37,15 @@ from matplotlib.patches import Patch
 
 from ppsweep.analysis.load import inner_dims, masked, schedules, whole_along
 from ppsweep.analysis.ranks import winner_label
-from ppsweep.viz.display import byte_unit, message_lanes, time_unit
-from ppsweep.tables.ops import KIND_LETTER, Kind
+from ppsweep.viz.display import SCHEDULE_COLORS, byte_unit, format_coordinate, message_lanes, time_unit
+from ppsweep.tables.ops import KIND_LETTER, Kind, op_label
 
 #: Colours of operation kinds and other events in Gantt charts.
-KIND_COLOR = {Kind.F: "#4C72B0", Kind.B: "#55A868", Kind.I: "#DD8452", Kind.W: "#C44E52"}
+KIND_COLOR = {Kind.F: "#4C72B0", Kind.B: "#55A868", Kind.I: "#DD8452", Kind.W: "#C44E52", Kind.FB: "#8172B3"}
 MESSAGE_COLOR = "#8C8C8C"
 SYNC_COLOR = "#8172B3"
 UPDATE_COLOR = "#CCB974"
 IDLE_COLOR = "#F2F2F2"
-#: One colour per schedule (store order); ties get the tie colours.
-SCHEDULE_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 TIE_COLORS = ["#B0C4DE", "#F5DEB3", "#D8BFD8", "#C1E1C1", "#FFDAB9", "#E0E0E0"]
 
 
@@ -89,6 +87,17 @@ def _schedule_color(k: int) -> str:
     return SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)]
 
 
+#: Markers of the schedules' lines, in store order.
+_MARKERS = "osD^vP*Xph"
+
+
+def _schedule_line(k: int, n: int) -> dict:
+    """Line style of schedule ``k`` of ``n``: its colour and marker, and a width that shrinks along the
+    store order, so that a line drawn over an equal one (GPipe under 1F1B at high bandwidth) still shows."""
+    return {"color": _schedule_color(k), "marker": _MARKERS[k % len(_MARKERS)], "ms": 3.5,
+            "lw": 1.0 + 2.2 * (n - 1 - k) / max(n - 1, 1)}
+
+
 # --------------------------------------------------------------------------------------------
 # store figures
 
@@ -106,7 +115,7 @@ def _value_text(value) -> str:
 
 
 def _combo_text(dataset: xr.Dataset, combo: dict[str, int], sep: str = " ") -> str:
-    return sep.join(f"{d}={_value_text(dataset[d].values[k])}" for d, k in combo.items())
+    return sep.join(f"{d}={format_coordinate(d, dataset[d].values[k])}" for d, k in combo.items())
 
 
 def category_panel(ax, x_edges: np.ndarray, y_edges: np.ndarray, codes: np.ndarray, index: dict[int, int], cmap, hatch: np.ndarray) -> None:
@@ -230,18 +239,21 @@ def plot_t_sim_vs_m(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
         for c, b in enumerate(bw_index):
             ax = axes[i, c]
             for k, name in enumerate(names):
-                ax.plot(m, values[k, i, :, c] / size, marker="o", ms=3, color=_schedule_color(k), label=name)
+                ax.plot(m, values[k, i, :, c] / size, label=name, **_schedule_line(k, len(names)))
             ax.set_xscale("log", base=2)
             _log_axis_plain(ax.yaxis)
-            ax.set_title(f"p={int(dataset['p'].values[i])}, {dataset['bandwidth'].values[b]:.3g} B/s", fontsize=9)
+            ax.set_title(f"p={int(dataset['p'].values[i])}, {format_coordinate('bandwidth', dataset['bandwidth'].values[b])}", fontsize=9)
             if i == P - 1:
                 ax.set_xlabel("microbatches m")
             if c == 0:
                 ax.set_ylabel(f"t_sim ({unit})")
-    handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], label=n, **_schedule_line(k, len(names))) for k, n in enumerate(names)]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
     extra = _combo_text(dataset, select)
-    fig.suptitle(f"Step time, latency {dataset['latency'].values[lat_index]:.3g} s" + (f", {extra}" if extra else ""), fontsize=10)
+    latency = format_coordinate("latency", dataset["latency"].values[lat_index])
+    fig.suptitle(f"Step time, latency {latency}" + (f", {extra}" if extra else ""), fontsize=10)
     return _save(fig, Path(out_dir) / "t_sim_vs_m.png")
 
 
@@ -259,31 +271,31 @@ def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     by_m = np.argsort(dataset["m"].values, kind="stable")
     m = dataset["m"].values[by_m]
     formula, table, idle = formula[..., by_m], table[..., by_m], idle[..., by_m]
-    fig = _figure(4.2 * P + 1.6, 3.2)
-    axes = fig.subplots(1, P, squeeze=False)[0]
+    fig = _figure(4.4 * P + 2.2, 6.4)
+    axes = fig.subplots(2, P, squeeze=False, sharex=True)
     for i in range(P):
-        ax = axes[i]
+        top, bottom = axes[0, i], axes[1, i]
         for k in range(S):
-            color = _schedule_color(k)
-            ax.plot(m, formula[k, i], ls="--", marker="x", ms=4, color=color)
-            ax.plot(m, table[k, i], ls=":", marker="s", ms=3, color=color)
-            shift = 2.0 ** (0.04 * (k - (S - 1) / 2))  # spread the range bars of the schedules apart
+            line = _schedule_line(k, S)
+            top.plot(m, table[k, i], ls="-", **line)
+            top.plot(m, formula[k, i], ls="none", marker="x", ms=6, mew=1.2, color=line["color"])
             low, mid, high = idle[:, k, i]
-            ax.errorbar(m * shift, mid, yerr=[mid - low, high - mid], ls="-", marker="o", ms=3, color=color, elinewidth=0.8, capsize=2)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"p={int(dataset['p'].values[i])}", fontsize=9)
-        ax.set_xlabel("microbatches m")
-        ax.set_ylim(bottom=0)
+            bottom.fill_between(m, low, high, color=line["color"], alpha=0.15, lw=0)
+            bottom.plot(m, mid, ls="-", **line)
+        top.set_title(f"p={int(dataset['p'].values[i])}: structure (formula ×, table line)", fontsize=9)
+        bottom.set_title(f"p={int(dataset['p'].values[i])}: simulated idle (median, band: min–max over the network grid)", fontsize=9)
+        for ax in (top, bottom):
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+        bottom.set_xlabel("microbatches m")
         if i == 0:
-            ax.set_ylabel("idle fraction")
+            top.set_ylabel("bubble ratio")
+            bottom.set_ylabel("idle fraction")
     from matplotlib.lines import Line2D
 
-    handles = [Patch(facecolor=_schedule_color(k), label=n) for k, n in enumerate(names)]
-    handles += [
-        Line2D([], [], color="black", ls="--", marker="x", label="formula bubble"),
-        Line2D([], [], color="black", ls=":", marker="s", label="table bubble"),
-        Line2D([], [], color="black", ls="-", marker="o", label="sim idle (median; bar: range over the network grid)"),
-    ]
+    handles = [Line2D([], [], label=n, **_schedule_line(k, S)) for k, n in enumerate(names)]
+    handles.append(Line2D([], [], color="black", ls="none", marker="x", label="formula bubble"))
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
     fig.suptitle("Bubble by abstraction", fontsize=10)
     return _save(fig, Path(out_dir) / "bubble_by_abstraction.png")
@@ -349,20 +361,17 @@ def write_figures(dataset: xr.Dataset, result: xr.Dataset, out_dir: str | os.Pat
 # Gantt charts
 
 
-def _op_label(op) -> str:
-    return f"{KIND_LETTER[op.kind]}{op.micro}"
-
-
 def plot_table_gantt(table, path: str | os.PathLike, title: str | None = None) -> Path:
     """Gantt chart of an idealized table: one row per worker, one cell per slot, idle cells hatched."""
     placed = table.placed_ops()
+    show_stage = table.n_stages * table.n_replicas > table.p  # a worker holds several stages (V, interleaved)
     fig = _figure(min(max(6.0, 0.18 * table.length + 2.0), 24.0), 0.45 * table.p + 1.4)
     ax = fig.add_subplot()
     ax.barh(range(table.p), table.length, left=0, height=0.8, color=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", linewidth=0)
     for item in placed:
         ax.barh(item.worker, item.slots, left=item.start, height=0.8, color=KIND_COLOR[item.op.kind], edgecolor="white", linewidth=0.5)
         if table.length <= 120:
-            ax.text(item.start + item.slots / 2, item.worker, _op_label(item.op), ha="center", va="center", fontsize=6, color="white")
+            ax.text(item.start + item.slots / 2, item.worker, op_label(item.op, show_stage), ha="center", va="center", fontsize=6, color="white")
     ax.set_yticks(range(table.p), [f"w{w}" for w in range(table.p)])
     ax.invert_yaxis()
     ax.set_xlim(0, table.length)
@@ -395,11 +404,12 @@ def plot_step_gantt(record, path: str | os.PathLike, title: str | None = None) -
     ax = fig.add_subplot()
     ax.barh([2 * w for w in range(p)], t_end, left=0, height=0.8, color=IDLE_COLOR, hatch="///", edgecolor="#BBBBBB", linewidth=0)
     label_min = t_end / 60
+    show_stage = len({(ev.worker, ev.op.stage) for ev in record.ops}) > p  # a worker runs several stages
     for ev in record.ops:
         width = (ev.end - ev.start) * scale
         ax.barh(2 * ev.worker, width, left=ev.start * scale, height=0.8, color=KIND_COLOR[ev.op.kind], edgecolor="white", linewidth=0.3)
         if width >= label_min:
-            ax.text((ev.start * scale) + width / 2, 2 * ev.worker, _op_label(ev.op), ha="center", va="center", fontsize=5.5, color="white")
+            ax.text((ev.start * scale) + width / 2, 2 * ev.worker, op_label(ev.op, show_stage), ha="center", va="center", fontsize=5.5, color="white")
     for ev in record.updates:
         ax.barh(2 * ev.worker, (ev.end - ev.start) * scale, left=ev.start * scale, height=0.8, color=UPDATE_COLOR)
     for msg, lane in zip(record.messages, lanes):

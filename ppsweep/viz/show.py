@@ -55,17 +55,31 @@ def parse_value(text: str) -> int | str:
         return text
 
 
+#: The sweep's key names that name one of these commands' keys (``comm.mode=contention`` is ``mode=contention``).
+SWEEP_KEYS = {"comm.mode": "mode"}
+
+
 def parse_assignments(items: list[str]) -> dict[str, Any]:
-    """``["p=4", "m=8", "split=1:2"]`` → ``{"p": 4, "m": 8, "split": "1:2"}``."""
+    """``["p=4", "m=8", "split=1:2"]`` → ``{"p": 4, "m": 8, "split": "1:2"}``.
+
+    The sweep's spellings are taken too: a one-value list (``p=[4]``) is that value, and
+    ``comm.mode=`` is ``mode=`` (:data:`SWEEP_KEYS`); a list of several values is one line (one point).
+    """
     values: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        key = key.strip()
+        key = SWEEP_KEYS.get(key.strip().lstrip("+"), key.strip().lstrip("+"))
         if not sep or not key:
             raise UsageError(f"argument {item!r}: expected KEY=VALUE (e.g. p=4, m=8, waves=2)")
         if key in values:
             raise UsageError(f"{key}: given twice")
-        values[key] = parse_value(value.strip())
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            inside = [part.strip() for part in value[1:-1].split(",") if part.strip()]
+            if len(inside) != 1:
+                raise UsageError(f"{key}: one point, one value (e.g. {key}={inside[0] if inside else 4}), got {value}")
+            value = inside[0]
+        values[key] = parse_value(value)
     return values
 
 

@@ -20,8 +20,9 @@ reference against the JAX engine) and writes any of:
 Keys: ``p``, ``m`` (required), ``bandwidth`` (bytes/s), ``latency`` (s), ``mode``
 (``overlap``/``blocking``/``contention``), ``compute`` (peak FLOP/s), ``model`` and ``system``
 (names of configs in ``conf/model`` and ``conf/system``; default ``megatron_128l`` and
-``baseline``); any other key is a schedule option (``waves=2``). ``--store PATH`` takes the
-model, system, slots, schedule options and (single) communication mode from a results store's
+``baseline``), ``profile`` (a profiled-costs file: its measured costs instead of the model's);
+any other key is a schedule option (``waves=2``). ``--store PATH`` takes the
+model, system, profile, slots, schedule options and (single) communication mode from a results store's
 configuration instead, so the step shown is a point of that sweep. Bandwidth and latency default
 to the system's, the mode to ``overlap``. Bad input
 prints one line ``error: ...`` and exits with 2.
@@ -41,7 +42,7 @@ from typing import Any, Mapping, Sequence
 
 from ppsweep.cli.support import OneLineParser, UsageError, run_command
 from ppsweep.viz.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
-from ppsweep.tables.ops import KIND_LETTER
+from ppsweep.tables.ops import KIND_LETTER, op_label
 from ppsweep.engine.reference import ReferenceResult, StepRecord, reference_simulate
 from ppsweep.tables.table import ScheduleTable
 
@@ -57,21 +58,37 @@ def simulate_step(
     latency: float | None = None,
     mode: str = "overlap",
     peak_flops: float | None = None,
+    profile: Any = None,
 ) -> ReferenceResult:
     """One step of ``table`` at one point, with the event record, costs as a sweep computes them.
 
     Args:
       table: the schedule table.
       model, system: :class:`ppsweep.costs.ModelConfig` and :class:`~ppsweep.costs.SystemConfig`.
-      bandwidth, latency: bytes/s and s; default the system's.
+      bandwidth, latency: bytes/s and s; default the system's (the profile's with a profile).
       mode: communication mode.
       peak_flops: peak FLOP/s (a sweep's ``compute`` value); default the system's.
+      profile: a :class:`ppsweep.cost_profile.CostProfile` whose measured costs replace the cost
+        model's (``costs=profile``), or None.
 
     Returns:
       The reference result; its ``record`` holds every event.
     """
     from ppsweep.costs import stage_costs
 
+    if profile is not None:
+        import numpy as np
+
+        from ppsweep.cost_profile import engine_costs_from_profile
+
+        network = {k: v for k, v in (("alpha", latency), ("beta", bandwidth)) if v is not None}
+        c = engine_costs_from_profile(profile, table, **network, fb_overlap=system.fb_overlap, t_opt=system.optimizer_time)
+        per_stage = {k: np.broadcast_to(v, (table.n_stages,)) for k, v in c.stages().items()}
+        return reference_simulate(
+            table, per_stage["t_f"], per_stage["t_b"], float(c.alpha), float(c.beta), float(c.msg_bytes), mode,
+            t_i=per_stage["t_i"], t_w=per_stage["t_w"], grad_bytes=per_stage["grad_bytes"], t_opt=float(c.t_opt),
+            fb_overlap=float(c.fb_overlap), record=True,
+        )
     costs = stage_costs(model, system, table, peak_flops=None if peak_flops is None else [peak_flops])
     return reference_simulate(
         table,
@@ -85,13 +102,14 @@ def simulate_step(
         t_w=costs.t_w[0],
         grad_bytes=costs.grad_bytes,
         t_opt=system.optimizer_time,
+        fb_overlap=system.fb_overlap,
         record=True,
     )
 
 
 def op_name(op) -> str:
-    """Short label of an operation: ``F3s1`` (forward of microbatch 3 at stage 1)."""
-    return f"{KIND_LETTER[op.kind]}{op.micro}s{op.stage}"
+    """Short label of an operation: ``F3s1`` (forward of microbatch 3 at stage 1), ``F3s1&B1s6`` for a pair."""
+    return op_label(op, show_stage=True)
 
 
 def chrome_trace(record: StepRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -259,26 +277,40 @@ def _run(args: argparse.Namespace) -> str:
         options = dict((config.get("schedule_options") or {}).get(args.schedule) or {})
         slots.update(config.get("slots") or {})
         modes = (config.get("comm") or {}).get("mode") if isinstance(config.get("comm"), dict) else None
+        profile_file = (config.get("costs") or {}).get("profile")
         if mode is None and isinstance(modes, str):
             mode = modes
     else:
         model_cfg = _yaml_file("model", str(values.pop("model", "megatron_128l")))
         system_cfg = _yaml_file("system", str(values.pop("system", "baseline")))
+        profile_file = values.pop("profile", None)
     options.update(values)
+    profile = None
+    if profile_file is not None:
+        from ppsweep.cost_profile import load_cost_profile
+
+        if compute is not None:
+            raise UsageError("compute: scales the cost model; a profile's times are measured")
+        profile = load_cost_profile(profile_file)  # a bad file: ValueError, one line
     mode = str(mode or "overlap")
     f_slots = args.f_slots if args.f_slots is not None else slots["f"]
     b_slots = args.b_slots if args.b_slots is not None else slots["b"]
     model = ModelConfig.from_mapping(model_cfg)
     system = SystemConfig.from_mapping(system_cfg)
     table = build_schedule(args.schedule, p, m, f_slots=f_slots, b_slots=b_slots, **options)
-    result = simulate_step(table, model, system, bandwidth, latency, mode, compute)
+    result = simulate_step(table, model, system, bandwidth, latency, mode, compute, profile)
     record = result.record
+    if profile is not None:  # the profile's network unless overridden
+        latency = profile.network()[0] if latency is None else latency
+        bandwidth = (profile.network()[1] if bandwidth is None else bandwidth) if not profile.message_is_time else math.inf
     point = {
         "schedule": args.schedule, "p": table.p, "m": table.m, "mode": mode, "options": table.options,
         "bandwidth": system.bandwidth if bandwidth is None else bandwidth,
         "latency": system.latency if latency is None else latency,
         "model": model.name, "system": system.name,
     }
+    if profile is not None:
+        point["profile"] = str(profile_file)
     busy = result.compute_time + sum(ev.end - ev.start for ev in record.updates)  # as the store's idle_sim
     idle = 1.0 - busy / (table.p * result.t_sim) if result.t_sim > 0 else float("nan")
     lines = [
