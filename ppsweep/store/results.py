@@ -57,7 +57,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
-from ppsweep.store.schema import FITS, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
+from ppsweep.store.schema import FITS, LAYOUT_VARIABLES, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
 from ppsweep.sweep.config import ABSENT_WHEN_NONE, DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
 
 if TYPE_CHECKING:
@@ -92,7 +92,8 @@ _CONFIG_NAMES = {
 def _canonical(value: Any, where: str) -> Any:
     """``value`` as plain JSON data, exactly (floats by ``repr``, so every bit counts)."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)
+                if not _absent(f, getattr(value, f.name))}
     if isinstance(value, np.ndarray):
         return [_canonical(x, where) for x in value.tolist()]
     if isinstance(value, Mapping):
@@ -108,6 +109,13 @@ def _canonical(value: Any, where: str) -> Any:
     raise TypeError(f"{where}: cannot put a {type(value).__name__} into the store's identity; teach ppsweep.store.results._canonical")
 
 
+def _absent(f: Any, value: Any) -> bool:
+    """A field added after stores existed (metadata ``identity: when_set``) left at its default: not in the identity."""
+    if f.metadata.get("identity") != "when_set":
+        return False
+    return value is None if f.default is None else (value is not None and value == f.default)
+
+
 def identity(spec: SweepSpec) -> dict[str, Any]:
     """Everything that can change one of the store's bits, as plain JSON data.
 
@@ -118,7 +126,8 @@ def identity(spec: SweepSpec) -> dict[str, Any]:
     from ppsweep import __version__
 
     data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec)
-            if f.name not in NOT_IN_IDENTITY and not (f.name in ABSENT_WHEN_NONE and getattr(spec, f.name) is None)}
+            if f.name not in NOT_IN_IDENTITY and not (f.name in ABSENT_WHEN_NONE and getattr(spec, f.name) is None)
+            and not _absent(f, getattr(spec, f.name))}
     data["store_format"] = STORE_FORMAT
     data["ppsweep_version"] = __version__
     return data
@@ -482,7 +491,7 @@ def stored_variables(present: Any = None) -> list[str]:
         (a store has ``t_sim_nominal`` only with noise and ``fits`` only with a capacity axis);
         None: every name a store can have.
     """
-    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits"]
+    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits", *LAYOUT_VARIABLES, "dp"]
     return [name for name in names if present is None or name in present]
 
 

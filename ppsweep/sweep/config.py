@@ -28,8 +28,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppsweep.tables.build import check_positive_int, resolve_options
 from ppsweep.engine.comm import check_mode
-from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.costs import IDENTITY_WHEN_SET, RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.cost_profile import CostProfile, load_cost_profile
+from ppsweep.layout import LayoutOptions
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
 from ppsweep.schedules.variants import canonical_label
@@ -40,8 +41,13 @@ DIMENSIONS: dict[str, str | None] = {
     "schedule": None,
     "p": "workers",
     "m": "microbatches",
+    "gpus": "GPUs",
+    "tp": "GPUs",
+    "dp": "replicas",
+    "cp": "GPUs",
     "recompute": None,
     "memory_capacity": "bytes",
+    "system": None,
     "comm": None,
     "compute": "FLOP/s",
     "bandwidth": "bytes/s",
@@ -50,6 +56,8 @@ DIMENSIONS: dict[str, str | None] = {
 }
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
+#: Layout dimensions (docs/contract.md §3b), in store order; present only in sweeps that set them.
+LAYOUT_DIMS = ("gpus", "tp", "dp", "cp")
 #: Dimensions no per-point variable has: only ``fits`` (README, "Memory and the fastest schedule that fits").
 CAPACITY_DIMS = ("memory_capacity",)
 #: Config keys that belong to one job, not to the sweep: left out of the store's ``config``.
@@ -113,6 +121,15 @@ class SweepSpec:
         dimension comes last.
       profile: profiled costs (``costs=profile``, :mod:`ppsweep.cost_profile`) in place of the cost
         model's, or None (the model's).
+      gpus: GPU totals of a ``gpus`` dimension (docs/contract.md §3b): every ``tp · p · dp · cp =
+        gpus`` split, ``dp`` derived (the variable ``dp``); None: no dimension.
+      tp, dp, cp: degrees of the ``tp``, ``dp``, ``cp`` dimensions (``dp`` only without ``gpus``;
+        with ``gpus``, ``tp`` and ``cp`` default to ``(1,)``); None: no dimension (degree 1).
+      layout: how the layout's collectives run (:class:`ppsweep.layout.LayoutOptions`); None
+        unless the sweep has a layout dimension or ``systems``.
+      systems: the systems of a ``system`` dimension (their names its coordinate); None: ``system``.
+
+    The layout fields and ``systems`` enter the store's identity only when set.
     """
 
     name: str
@@ -136,6 +153,26 @@ class SweepSpec:
     memory_capacity: np.ndarray | None = None
     noise: NoiseConfig = NoiseConfig()
     profile: CostProfile | None = None
+    gpus: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    tp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    dp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    cp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    layout: LayoutOptions | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    systems: tuple[SystemConfig, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+
+    @property
+    def has_layout(self) -> bool:
+        """Whether the sweep has a layout dimension or a ``system`` dimension (evaluated by :mod:`ppsweep.sweep.layout_eval`)."""
+        return self.layout is not None
+
+    @property
+    def layout_dims(self) -> tuple[str, ...]:
+        """The layout dimensions present, in store order."""
+        return tuple(d for d in LAYOUT_DIMS if getattr(self, d) is not None)
+
+    def system_list(self) -> tuple[SystemConfig, ...]:
+        """The systems of the ``system`` dimension, or ``(system,)``."""
+        return self.systems if self.systems is not None else (self.system,)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -148,8 +185,10 @@ class SweepSpec:
             "schedule": np.array(self.schedules, dtype=object),
             "p": np.array(self.p, dtype=np.int64),
             "m": np.array(self.m, dtype=np.int64),
+            **{d: None if getattr(self, d) is None else np.array(getattr(self, d), dtype=np.int64) for d in LAYOUT_DIMS},
             "recompute": None if self.recompute is None else np.array(self.recompute, dtype=object),
             "memory_capacity": None if self.memory_capacity is None else np.asarray(self.memory_capacity, dtype=float),
+            "system": None if self.systems is None else np.array([s.name for s in self.systems], dtype=object),
             "comm": np.array(self.comm, dtype=object) if self.comm_axis else None,
             "compute": None if self.compute is None else np.asarray(self.compute, dtype=float),
             "bandwidth": np.asarray(self.bandwidth, dtype=float),
@@ -170,20 +209,22 @@ class SweepSpec:
 
     @property
     def table_dims(self) -> tuple[str, ...]:
-        """Dimensions of per-table variables."""
-        return TABLE_DIMS
+        """Dimensions of per-table variables (``valid``): ``schedule, p, m`` and the layout dimensions."""
+        return TABLE_DIMS + self.layout_dims
 
     def dims_of(self, kind: str) -> tuple[str, ...]:
         """Dimensions of a variable of ``kind``: ``point``, ``nominal`` (a point's noise-free value:
         no ``sample``), ``table``, ``memory`` (a table's memory, per recomputation mode) or ``fits``
         (memory, per capacity)."""
-        memory = TABLE_DIMS + (("recompute",) if self.recompute is not None else ())
+        table = TABLE_DIMS + self.layout_dims
+        memory = table + (("recompute",) if self.recompute is not None else ())
         return {
             "point": self.point_dims,
             "nominal": self.nominal_dims,
-            "table": TABLE_DIMS,
+            "table": table,
             "memory": memory,
             "fits": memory + CAPACITY_DIMS,
+            "layout": ("p", "m") + self.layout_dims,
         }[kind]
 
     def models(self) -> dict[str, ModelConfig]:
@@ -306,7 +347,18 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
         profile=profile,
+        **_layout_fields(cfg),
     )
+    if spec.systems is not None:  # null axes: every system's own inter-node value
+        for axis, key in (("bandwidth", "bandwidth"), ("latency", "latency")):
+            if cfg.get(axis) is None:
+                spec = replace(spec, **{axis: np.unique([getattr(s, key) for s in spec.systems]).astype(float)})
+    if spec.has_layout and spec.noise.enabled:
+        raise ValueError("noise.samples: layout sweeps (gpus, tp, dp, cp, systems) run without noise; set noise.samples=0")
+    if spec.has_layout and spec.compute is not None:
+        raise ValueError("compute: layout sweeps take the compute of each system (systems); set compute=null")
+    if spec.has_layout and spec.profile is not None:
+        raise ValueError("costs: layout sweeps (gpus, tp, dp, cp, systems) use the cost model; set costs=model")
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
@@ -317,6 +369,35 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
 
     check_method(spec.method)
     return spec
+
+
+def _layout_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout fields of a :class:`SweepSpec` (``gpus``, ``tp``, ``dp``, ``cp``, ``layout``, ``systems``), checked."""
+    out: dict[str, Any] = {}
+    for dim in LAYOUT_DIMS:
+        value = cfg.get(dim)
+        if value is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if not values:
+                raise ValueError(f"{dim}: must list at least one value, e.g. {dim}=[1,2], got []")
+            out[dim] = tuple(check_positive_int(dim, v, 1) for v in values)
+    if "gpus" in out:
+        if "dp" in out:
+            raise ValueError("dp: with gpus the data-parallel degree follows (gpus / (tp·p·cp)); leave dp unset")
+        out.setdefault("tp", (1,))
+        out.setdefault("cp", (1,))
+    systems = cfg.get("systems")
+    if systems is not None:
+        if not isinstance(systems, Mapping) or not systems:
+            raise ValueError("systems: must map names to system configs (defaults: - /system@systems.NAME: FILE)")
+        out["systems"] = tuple(SystemConfig.from_mapping({**dict(v), "name": str(k)}) for k, v in systems.items())
+        for system in out["systems"]:
+            if system.memory_capacity is not None:
+                raise ValueError(f"systems.{system.name}.memory_capacity: give the caps as the sweep's memory_capacity list")
+    options = cfg.get("layout")
+    if out or options is not None:
+        out["layout"] = LayoutOptions.from_mapping(options)
+    return out
 
 
 def profile_path(costs: Any, base_dir: str | os.PathLike | None = None) -> Path | None:

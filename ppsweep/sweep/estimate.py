@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from ppsweep.tables.build import UnsupportedPointError, build_schedule
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.store.results import VARIABLES
@@ -36,6 +38,10 @@ BUILD_OPERATIONS_PER_S = 1.5e5
 SIM_OPERATION_POINTS_PER_S = 1.0e8
 #: Seconds of fixed cost per table (compilation, dispatch).
 SECONDS_PER_TABLE = 0.1
+#: Seconds of one engine call of a layout sweep (one table under one layout, recomputation mode
+#: and system: its costs, memory and dispatch; ``+sweep=layout``: 3,456 calls, half of them
+#: invalid layouts, in 33 s of "evaluate" on a busy 2-core machine).
+SECONDS_PER_LAYOUT_CALL = 0.005
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,9 @@ def estimate(spec: SweepSpec, units: Sequence[tuple[int, int]] | None = None) ->
     engine_bytes = min(points_per_table, spec.chunk) * max(spec.p) * 8 * 64
     memory = largest_bytes + engine_bytes + 2 * unit_bytes + 300e6  # + the interpreter, JAX, xarray
     seconds = operations / BUILD_OPERATIONS_PER_S + op_points / SIM_OPERATION_POINTS_PER_S + tables * SECONDS_PER_TABLE
+    if spec.has_layout:  # one engine call per layout, recomputation mode and system of every table
+        calls = spec.shape(spec.layout_dims + ("recompute", "system"))
+        seconds += tables * float(np.prod(calls)) * SECONDS_PER_LAYOUT_CALL
     return Estimate(tables, operations, len(units) * (spec.n_points // n_units), int(store), int(memory), seconds, largest)
 
 
