@@ -5,7 +5,8 @@
     python scripts/bench.py --large      # + a >= 10 million point sweep into a zarr store, end to end
     python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
     python scripts/bench.py --skip-table --noise   # noisy samples/s beside the noise-free scan
-    python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
+    python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference;
+                                         #   the array orders against their references at p=64, m=1024
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end, cold then warm (minutes)
@@ -437,6 +438,46 @@ def bench_tables(reps: int) -> dict:
             "ready_1f1b": ready, "ready_1f1b_cached": ready_cached}
 
 
+#: Orders timed by --tables at p = 64, m = 1024: schedule label -> its one-operation-at-a-time reference.
+def _reference_orders() -> dict:
+    from ppsweep.schedules import dualpipe, dualpipev, interleaved_1f1b, interleaved_zb, looped_bfs, zbv
+
+    def rows(fn):
+        return lambda p, m: tuple(tuple(fn(p, m, w)) for w in range(p))
+
+    return {
+        "interleaved_1f1b": rows(lambda p, m, w: interleaved_1f1b.worker_order(p, m, 2, w)),
+        "interleaved_1f1b@v=4": rows(lambda p, m, w: interleaved_1f1b.worker_order(p, m, 4, w)),
+        "looped_bfs": rows(lambda p, m, w: looped_bfs.worker_order(p, m, 2, w)),
+        "interleaved_zb": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 2, w)),
+        "zb_h1": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 1, w)),
+        "zbv": rows(zbv.worker_order),
+        "dualpipe": lambda p, m: dualpipe.worker_orders(p, m)[0],
+        "dualpipev": lambda p, m: dualpipev.worker_orders(p, m)[0],
+    }
+
+
+def bench_orders(reps: int, p: int = 64, m: int = 1024) -> None:
+    """Seconds of each array order (``build_order``) against its readable reference, at the design sweep's largest table."""
+    from ppsweep.schedules import get_schedule
+    from ppsweep.tables.build import resolve_options
+
+    print()
+    print(f"--tables, orders at p={p}, m={m}: build_order (arrays) against the one-operation-at-a-time reference,")
+    print(f"seconds (array: median of {reps}; reference: one run); equal orders checked.")
+    print(f"{'schedule':22s} {'ops':>8s} {'array':>7s} {'reference':>9s} {'speedup':>8s}")
+    for label, reference in _reference_orders().items():
+        schedule, options = get_schedule(label), resolve_options(label, {})
+        t_array = statistics.median(_seconds(lambda: schedule.build_order(p, m, **options)) for _ in range(reps))
+        t0 = time.perf_counter()
+        expected = reference(p, m)
+        t_ref = time.perf_counter() - t0
+        orders = schedule.build_order(p, m, **options).orders
+        if orders != expected:
+            raise AssertionError(f"{label}: the array order differs from its reference")
+        print(f"{label:22s} {int(orders.lengths.sum()):8d} {t_array:7.3f} {t_ref:9.3f} {t_ref / t_array:7.0f}x", flush=True)
+
+
 def _disk_read_seconds(name: str, p: int, m: int) -> float:
     """Seconds to get a built table back from the disk cache (:mod:`ppsweep.tables.cache`), in a temporary directory."""
     from ppsweep.tables import build as build_mod
@@ -685,6 +726,7 @@ def main() -> None:
         figures["envelope"] = mixed(rows, "overlap", "env_f64")
     if args.tables:
         figures.update(bench_tables(args.reps))
+        bench_orders(args.reps)
     if args.million:
         more = (("warm, engine.workers=1", ["engine.workers=1"]),) if args.compare_workers else ()
         million, warm, *one = bench_sweep_cold_warm("million", [], more)
