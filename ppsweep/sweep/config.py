@@ -364,8 +364,9 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
     for mode in modes:
         check_mode(mode)
-    # Last: the engine's names of methods (importing the engine imports JAX).
-    from ppsweep.engine.core import check_method
+    # The engine's names of methods, from a module that does not import the engine (nor JAX): the
+    # evaluators a run spawns after this check then import JAX while this process does.
+    from ppsweep.engine.methods import check_method
 
     check_method(spec.method)
     return spec
