@@ -13,6 +13,7 @@ partial file; a file that cannot be read (damaged, truncated, foreign) reads as 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -59,6 +60,32 @@ def source_version(paths: Iterable[Path]) -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+#: Folders of the package whose code computes no stored or cached value (figures, reports, the command line).
+NOT_COMPUTING = ("analysis", "viz", "paper", "cli")
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """:func:`source_version` of every module of the package that computes a stored value (all but
+    :data:`NOT_COMPUTING`): part of a results store's identity, so a store is never resumed,
+    sharded or repaired under other code."""
+    package = Path(__file__).resolve().parent
+    files = sorted(
+        (f for f in package.rglob("*.py") if f.relative_to(package).parts[0] not in NOT_COMPUTING),
+        key=lambda f: f.relative_to(package).as_posix(),
+    )
+    return source_version(files)
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (32 hexadecimal digits): an input file in a store's identity."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:32]
 
 
 def key_name(parts: Any) -> str:

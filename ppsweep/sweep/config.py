@@ -62,6 +62,10 @@ JOB_KEYS = ("shard", "finalize", "dry_run")
 NOT_IN_IDENTITY: dict[str, str] = {
     "name": "names the store's file; the values do not depend on it",
 }
+#: Config keys (dotted) whose value, when not null, names an input file (absolute or relative to the
+#: directory ppsweep runs in): its absolute path and content digest go into ``SweepSpec.inputs``, and
+#: so into the store's identity. A key added to the config that names a file belongs here.
+INPUT_FILE_KEYS: tuple[str, ...] = ("costs.profile",)
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {
     "name": "the store's file name",
@@ -103,6 +107,9 @@ class SweepSpec:
         ``fits``), or None (no dimension).
       noise: the noise model (:mod:`ppsweep.engine.noise`); with ``noise.samples > 0`` a ``sample``
         dimension comes last.
+      inputs: every file the values depend on besides the package's code: user schedules (a CSV
+        file, a ``module:function``'s module) and the files named by :data:`INPUT_FILE_KEYS`,
+        as ``label -> {"path": absolute path, "sha256": content digest}`` (:func:`input_files`).
     """
 
     name: str
@@ -125,6 +132,7 @@ class SweepSpec:
     recompute: tuple[str, ...] | None = None
     memory_capacity: np.ndarray | None = None
     noise: NoiseConfig = NoiseConfig()
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -290,6 +298,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
+        inputs=input_files(cfg, schedules),
     )
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
@@ -301,6 +310,51 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
 
     check_method(spec.method)
     return spec
+
+
+def _dotted(cfg: Mapping[str, Any], key: str) -> Any:
+    value: Any = cfg
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def input_files(cfg: Mapping[str, Any], schedules: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The files a sweep's values depend on besides the code, resolved once to absolute paths.
+
+    Args:
+      cfg: the config (for :data:`INPUT_FILE_KEYS`).
+      schedules: the schedule names (user schedules: :func:`ppsweep.schedules.user.schedule_file`).
+
+    Returns:
+      ``label -> {"path", "sha256"}``: a user schedule's name, or the config key.
+
+    Raises:
+      ValueError: naming the key or schedule whose file is missing or not a file.
+    """
+    from ppsweep.disk_cache import file_digest
+    from ppsweep.schedules import SCHEDULES
+    from ppsweep.schedules.user import schedule_file
+    from ppsweep.schedules.variants import split_label
+
+    files: dict[str, Path] = {}
+    for name in schedules:
+        base = split_label(name)[0]
+        if base not in SCHEDULES:
+            path = schedule_file(base)
+            if path is not None:
+                files[base] = path
+    for key in INPUT_FILE_KEYS:
+        value = _dotted(cfg, key)
+        if value is None:
+            continue
+        path = Path(os.path.expanduser(str(value))).absolute()
+        if not path.is_file():
+            raise ValueError(f"{key}: {value!r} is {'a directory' if path.is_dir() else 'not found'}; name a file")
+        files[key] = path
+    return {label: {"path": str(path), "sha256": file_digest(path)} for label, path in sorted(files.items())}
 
 
 def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
