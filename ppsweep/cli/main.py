@@ -101,6 +101,15 @@ def run_outcome(cfg: Any) -> dict:
                 "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
             )
 
+    from ppsweep.store.results import is_ppsweep_store
+
+    if (plan.path.exists() or plan.path.is_symlink()) and not is_ppsweep_store(plan.path):
+        return fail(
+            2,
+            f"{where}: exists and is not a ppsweep store (no ppsweep metadata); "
+            + ("overwrite=true replaces only a ppsweep store: " if overwrite else "")
+            + "choose another name=... or results_dir=...",
+        )
     from ppsweep.sweep.estimate import check_limits, estimate
 
     spec = plan.spec

@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -33,14 +34,18 @@ from ppsweep.schedules.base import Schedule, ScheduleOrder, no_formula
 
 #: Entry-point group in which installed packages register schedules.
 ENTRY_POINT_GROUP = "ppsweep.schedules"
+#: Environment variable carrying the pinned files to spawned worker processes (JSON).
+PINNED_ENV = "PPSWEEP_PINNED_SCHEDULES"
 #: User schedules pinned to a file (``python -m ppsweep.verify --repair``: the absolute paths a
 #: store recorded): name -> absolute path; a pinned ``module:function`` is loaded from that file.
-_PINNED: dict[str, str] = {}
+_PINNED: dict[str, str] = dict(json.loads(os.environ.get(PINNED_ENV) or "{}"))
 
 
 def pin_schedule_files(files: dict[str, str]) -> None:
-    """Load the user schedules named in ``files`` from those absolute paths from now on."""
+    """Load the user schedules named in ``files`` from those absolute paths from now on (in this
+    process and in the worker processes it spawns)."""
     _PINNED.update(files)
+    os.environ[PINNED_ENV] = json.dumps(_PINNED)
     _csv_schedule.cache_clear()
     _callable_schedule.cache_clear()
 

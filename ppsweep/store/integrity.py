@@ -100,11 +100,17 @@ def _first_difference(recorded: Any, current: Any, where: str = "") -> str:
         for key in sorted(set(recorded) | set(current)):
             if recorded.get(key, "(absent)") != current.get(key, "(absent)"):
                 return _first_difference(recorded.get(key, "(absent)"), current.get(key, "(absent)"), f"{where}.{key}" if where else key)
+    if isinstance(recorded, str) and isinstance(current, str) and ("\n" in recorded or "\n" in current):
+        old, new = recorded.splitlines(), current.splitlines()
+        k = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        line_old = old[k] if k < len(old) else "(absent)"
+        line_new = new[k] if k < len(new) else "(absent)"
+        return f"{where or 'value'} line {k + 1}: recorded {_short(line_old.strip())}, now {_short(line_new.strip())}"
     return f"{where or 'value'}: recorded {_short(recorded)}, now {_short(current)}"
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = " ".join((value if isinstance(value, str) else json.dumps(value)).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
 

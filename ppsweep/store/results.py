@@ -408,6 +408,11 @@ def open_for_sweep(
     path = Path(path)
     units = spec.units() if units is None else list(units)
     if overwrite:
+        if (path.exists() or path.is_symlink()) and not is_ppsweep_store(path):
+            raise StoreError(
+                f"{path}: exists and is not a ppsweep store (no ppsweep metadata); overwrite=true replaces only "
+                "a ppsweep store: choose another name=... or results_dir=..."
+            )
         with _registry(path):
             writers = active_writers(path)
             if writers:
@@ -435,6 +440,21 @@ def pending_units(group: zarr.Group, units: list[tuple[int, int]]) -> list[tuple
         finished = [(i, j) for i, j in units if done[i, j]]
     damaged = set(damaged_units(group, finished)) if finished else set()
     return [unit for unit in units if unit not in finished or unit in damaged]
+
+
+def is_ppsweep_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory that ppsweep wrote as a store (any format; damaged units or
+    not): a zarr group whose root attributes hold ``fingerprint`` and ``store_format``, with a
+    ``done`` array. Only such a directory is ever replaced by ``overwrite=true``."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        with open(path / "zarr.json", encoding="utf-8") as f:
+            attributes = json.load(f).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(attributes, dict) and {"fingerprint", "store_format"} <= set(attributes) and (path / "done" / "zarr.json").is_file()
 
 
 def check_store(path: str | os.PathLike, spec: SweepSpec, say: Any = None) -> zarr.Group:
@@ -510,9 +530,9 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
         attrs = dict(group.attrs)
     except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); pass overwrite=true to replace it") from None
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); choose another name=... or results_dir=...") from None
     if "fingerprint" not in attrs or "done" not in group:
-        raise StoreError(f"{path}: not a ppsweep results store; pass overwrite=true to replace it, or choose another name=...")
+        raise StoreError(f"{path}: not a ppsweep results store; choose another name=... or results_dir=...")
     if attrs.get("store_format") != STORE_FORMAT:
         raise StoreError(
             f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
