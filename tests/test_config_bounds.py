@@ -91,3 +91,15 @@ def test_hydra_plus_typo_on_the_command_line_is_one_line(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: engine.bogus: unknown config key; closest:"), lines
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("module", ["show", "trace"])
+def test_show_and_trace_refuse_a_table_beyond_the_machine(module, capsys, tmp_path):
+    import importlib
+
+    main = importlib.import_module(f"ppsweep.viz.{module}").main
+    extra = [] if module == "show" else ["--trace", str(tmp_path / "t.json")]
+    assert main(["gpipe", "p=100000", "m=8", *extra]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "the gpipe table needs about" in lines[0] and "over this machine's memory" in lines[0], lines
+    assert not (tmp_path / "t.json").exists()

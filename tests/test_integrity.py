@@ -219,3 +219,16 @@ def test_repair_checks_the_recorded_config_before_importing_anything(tmp_path, c
                              capture_output=True, text=True, env=env, timeout=240)
     assert refused.returncode == 2 and "input usched_repair:make" in refused.stderr and "changed since the store was written" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (elsewhere / "RAN").exists()
+
+
+def test_the_store_size_estimate_is_within_2x_of_the_disk_used(stores):
+    import os
+
+    from ppsweep.sweep.config import spec_from_config
+    from ppsweep.sweep.estimate import estimate
+
+    reference, _ = stores
+    used = sum(os.lstat(os.path.join(d, n)).st_blocks * 512 for d, dirs, files in os.walk(reference) for n in [*dirs, *files])
+    used += os.lstat(reference).st_blocks * 512
+    estimated = estimate(spec_from_config(compose_config([*GRID, "results_dir=x"]))).store_bytes
+    assert used / 2 <= estimated <= 2 * used, (estimated, used)
