@@ -466,22 +466,28 @@ def fault_cache(checker: Checker, out: Path, rng: random.Random) -> dict:
             names[json.loads(str(data["meta"]))["name"]] = file
     if rng.random() < 0.5 and {"gpipe", "1f1b"} <= set(names):
         shutil.copyfile(names["gpipe"], names["1f1b"])
+        poisoned = names["1f1b"]
         how = "gpipe's table file over 1f1b's"
     else:
-        files = sorted((out / "envelopes").glob("*.npz")) or sorted((out / "tables").glob("*.npz"))
-        file = rng.choice(files)
-        with np.load(file, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        floats = [k for k, a in arrays.items() if k != "meta" and a.dtype.kind == "f" and a.size]
-        ints = [k for k, a in arrays.items() if k != "meta" and a.dtype.kind in "iu" and a.size]
-        key = rng.choice(floats or ints)
-        arrays[key] = (arrays[key] * 1.01 if arrays[key].dtype.kind == "f" else arrays[key][::-1]).astype(arrays[key].dtype)
+        candidates = []
+        for file in sorted((out / "envelopes").glob("*.npz")) + sorted((out / "tables").glob("*.npz")):
+            with np.load(file, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+            keys = [k for k, a in arrays.items() if k != "meta" and a.dtype.kind in "fiu" and a.size > 1]
+            if keys:
+                candidates.append((file, arrays, keys))
+        file, arrays, keys = rng.choice(candidates)
+        key = rng.choice(keys)
+        arrays[key] = (arrays[key] * 1.01 if arrays[key].dtype.kind == "f" else arrays[key][::-1] + 1).astype(arrays[key].dtype)
         np.savez_compressed(file, **arrays)
+        poisoned = file
         how = f"{file.parent.name} file array {key} edited, re-saved"
+    bad = poisoned.read_bytes()
     status, err = _run([*base, "name=again"], ROOT, env)
     same = status == 0 and all_values(out / "again.zarr") == all_values(out / "clean.zarr")
-    return {"kind": f"cache poisoned: {how} -> exit {status}", "detected": same, "silent": status == 0 and not same,
-            "harmless": False, "resumed": same}
+    rebuilt = poisoned.read_bytes() != bad  # the poisoned file was read, refused and replaced
+    return {"kind": f"cache poisoned: {how} -> exit {status}{', file rebuilt' if rebuilt else ''}", "detected": rebuilt,
+            "silent": status == 0 and not same, "harmless": False, "resumed": same}
 
 
 # ---- load: 8 shards at once, with kills and restarts ---------------------------------------------------
