@@ -72,6 +72,15 @@ def test_one_line_exit_2_before_any_store_or_table(overrides, message, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_bad_scan_environment_variable_is_one_line_before_any_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PPSWEEP_SCAN", "bogus")
+    assert run(compose_config(GRID)) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines == ["error: PPSWEEP_SCAN: unknown scan 'bogus'; accepted: auto, jax, native"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_valid_keys_come_from_the_schema():
     """A key added to conf/config.yaml or to the model/system dataclasses is accepted without a hand list."""
     from dataclasses import fields

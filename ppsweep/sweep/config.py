@@ -336,9 +336,10 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             f"largest p = {max(spec.p)}); name workers below {max(spec.p)}, or null for every worker"
         )
     # Last: the engine's names of methods (importing the engine imports JAX).
-    from ppsweep.engine.core import check_method
+    from ppsweep.engine.core import check_method, scan_implementation
 
     check_method(spec.method)
+    scan_implementation()  # PPSWEEP_SCAN: refused here, before any store, not inside a unit
     return spec
 
 
