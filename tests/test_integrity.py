@@ -12,9 +12,7 @@ naming it, ``--repair`` runs nothing before it has checked the recorded config, 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +26,6 @@ from ppsweep.store.results import StoreError, open_results
 from ppsweep.store.verify import main as verify_main
 from ppsweep.sweep.config import compose_config
 
-ROOT = Path(__file__).resolve().parent.parent
 GRID = ["schedules=[gpipe,1f1b]", "p=[2,4]", "m=[4,8]", "bandwidth=[1.0e10,1.0e11]", "latency=[1.0e-6]",
         "engine.compilation_cache=null", "comm.mode=contention", "progress=false", "name=grid"]
 
@@ -194,31 +191,40 @@ def test_a_resume_under_other_code_or_another_user_schedule_is_refused_naming_it
     assert "ppsweep's code (digest of its source): store has" in line and "this run 0123456789abcdef" in line, line
 
 
-def test_repair_checks_the_recorded_config_before_importing_anything(tmp_path, capsys):
+def test_repair_checks_the_recorded_config_before_importing_anything(tmp_path, capsys, monkeypatch):
     """A store whose recorded config names a module: verify --repair from another directory,
-    where a module of that name would run code, checks first and imports only the recorded file."""
+    where a module of that name would run code (first on sys.path, as with ``python -m`` there),
+    checks first and imports only the recorded file."""
+    from ppsweep.schedules import user
+
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
     source = "from ppsweep.schedules.one_f_one_b import SCHEDULE\n\ndef make(p, m):\n    return SCHEDULE.build_order(p, m)\n"
     (home / "usched_repair.py").write_text(source)
-    (elsewhere / "usched_repair.py").write_text("import pathlib\npathlib.Path('RAN').write_text('x')\n" + source)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    common = [sys.executable, "-m", "ppsweep", *GRID, "schedules=[usched_repair:make]", "p=[2]", "m=[4]", f"results_dir={home}"]
-    done = subprocess.run(common, cwd=home, capture_output=True, text=True, env=env, timeout=240)
-    assert done.returncode == 0, done.stderr
+    (elsewhere / "usched_repair.py").write_text(f"import pathlib\npathlib.Path({str(elsewhere / 'RAN')!r}).write_text('x')\n" + source)
+    monkeypatch.chdir(home)
+    monkeypatch.syspath_prepend(str(home))
+    assert sweep(home, "schedules=[usched_repair:make]", "p=[2]", "m=[4]") == 0
     store = home / "grid.zarr"
+    # Now from elsewhere: its module shadows home's by name; nothing of home's stays imported.
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.syspath_prepend(str(elsewhere))
+    monkeypatch.delitem(sys.modules, "usched_repair")
+    monkeypatch.setattr(user, "_PINNED", {})
+    monkeypatch.delenv(user.PINNED_ENV, raising=False)
+    user._callable_schedule.cache_clear()
     (store / "t_sim" / "c" / "0" / "0" / "0" / "0" / "0").unlink()
-    repair = subprocess.run([sys.executable, "-m", "ppsweep.verify", str(store), "--repair"], cwd=elsewhere,
-                            capture_output=True, text=True, env=env, timeout=240)
-    assert repair.returncode == 0, repair.stderr
+    assert verify_main([str(store), "--repair"]) == 0, capsys.readouterr().err
     assert not (elsewhere / "RAN").exists()  # the module beside the command never ran
+    capsys.readouterr()
     (home / "usched_repair.py").write_text(source + "# edited\n")
     (store / "t_sim" / "c" / "0" / "0" / "0" / "0" / "0").unlink()
-    refused = subprocess.run([sys.executable, "-m", "ppsweep.verify", str(store), "--repair"], cwd=elsewhere,
-                             capture_output=True, text=True, env=env, timeout=240)
-    assert refused.returncode == 2 and "input usched_repair:make" in refused.stderr and "changed since the store was written" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and not (elsewhere / "RAN").exists()
+    assert verify_main([str(store), "--repair"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "input usched_repair:make" in lines[0] and "changed since the store was written" in lines[0], lines
+    assert not (elsewhere / "RAN").exists()
+    monkeypatch.delenv(user.PINNED_ENV, raising=False)
 
 
 def test_the_store_size_estimate_is_within_2x_of_the_disk_used(stores):
