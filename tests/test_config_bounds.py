@@ -112,3 +112,24 @@ def test_show_and_trace_refuse_a_table_beyond_the_machine(module, capsys, tmp_pa
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "the gpipe table needs about" in lines[0] and "over this machine's memory" in lines[0], lines
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("body, message", [
+    ("raise RuntimeError('boom')", "schedule 'ubounds:make': raised RuntimeError at p=4, m=8: boom"),
+    ("return 42", "schedule 'ubounds:make': returned a int at p=4, m=8"),
+    (None, "schedule: cannot load 'ubounds:make' as module:function (ZeroDivisionError"),
+])
+def test_a_user_schedule_that_fails_is_one_line_before_any_store(body, message, tmp_path, capsys, monkeypatch):
+    from ppsweep.schedules import user
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = "1 / 0\n" if body is None else f"def make(p, m):\n    {body}\n"
+    (tmp_path / "ubounds.py").write_text(source)
+    monkeypatch.delitem(sys.modules, "ubounds", raising=False)
+    user._callable_schedule.cache_clear()
+    assert run(compose_config([*GRID, "schedules=[gpipe,ubounds:make]"])) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), lines
+    assert not (tmp_path / "out").exists()
+    user._callable_schedule.cache_clear()

@@ -114,7 +114,10 @@ def run_outcome(cfg: Any) -> dict:
 
     spec = plan.spec
     units = plan.units
-    figures = estimate(spec, units)
+    try:
+        figures = estimate(spec, units)
+    except ValueError as error:  # a user schedule that fails on its tiny table
+        return fail(2, str(error))
     if plan.dry_run:
         return say(f"{figures.line()}; dry run: nothing computed, {where} untouched")
     try:
@@ -141,6 +144,8 @@ def run_outcome(cfg: Any) -> dict:
         )
     except StoreError as error:
         return fail(2, str(error))
+    except ValueError as error:  # a user schedule failing at one of the sweep's points: written units stay valid
+        return fail(2, f"{' '.join(str(error).split())}; the units written to {where} stay valid")
     except OSError as error:
         return fail(
             1,

@@ -132,10 +132,24 @@ def _runs_everywhere(p: int, m: int, **options: Any) -> str | None:
 def _call_generator(function: Callable[..., Any], name: str, p: int, m: int, **options: Any) -> ScheduleOrder:
     from ppsweep.tables.interchange import infer_order
 
-    result = function(p, m, **options)
+    from ppsweep.tables.build import UnsupportedPointError
+
+    try:
+        result = function(p, m, **options)
+    except UnsupportedPointError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's code: one line naming the schedule
+        raise ValueError(f"schedule {name!r}: raised {type(error).__name__} at p={p}, m={m}: {error}") from None
     if isinstance(result, ScheduleOrder):
         return result
-    order = infer_order([list(row) for row in result], name=name)
+    try:
+        rows = [list(row) for row in result]
+    except TypeError:
+        raise ValueError(
+            f"schedule {name!r}: returned a {type(result).__name__} at p={p}, m={m}; a function returns a ScheduleOrder "
+            "or per-worker lists of operations"
+        ) from None
+    order = infer_order(rows, name=name)
     if order.p != p or order.m != m:
         raise ValueError(f"schedule {name!r}: asked for p={p}, m={m}, it returned p={order.p}, m={order.m}")
     return order

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ppsweep.schedules import SCHEDULES
+from ppsweep.schedules.variants import split_label
 from ppsweep.tables.build import UnsupportedPointError, build_schedule
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.store.results import VARIABLES
@@ -98,7 +100,11 @@ def _shape(name: str, f_slots: int, b_slots: int, options: dict) -> tuple[float,
     for p, m in ((4, 8), (8, 16), (2, 4), (6, 12), (16, 32)):
         try:
             table = build_schedule(name, p, m, f_slots, b_slots, **options)
-        except (UnsupportedPointError, ValueError):
+        except UnsupportedPointError:
+            continue
+        except ValueError:
+            if split_label(name)[0] not in SCHEDULES:
+                raise  # a user schedule that fails (raises, returns garbage): its one line, before any store
             continue
         operations = len(table.placed_ops())
         return table.n_stages / p, operations / (m * table.n_stages)
