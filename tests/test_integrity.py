@@ -238,3 +238,26 @@ def test_the_store_size_estimate_is_within_2x_of_the_disk_used(stores):
     used += os.lstat(reference).st_blocks * 512
     estimated = estimate(spec_from_config(compose_config([*GRID, "results_dir=x"]))).store_bytes
     assert used / 2 <= estimated <= 2 * used, (estimated, used)
+
+
+def test_repair_refuses_a_crafted_config_before_evaluating_it(stores, tmp_path, capsys):
+    """The config attribute and its copy in the record both edited to hold a runaway resolver:
+    refused in one line, at once (the recorded config is stored resolved)."""
+    import time
+
+    reference, _ = stores
+    store = tmp_path / "grid.zarr"
+    shutil.copytree(reference, store)
+
+    def craft(root):
+        for holder in (root["attributes"], root["attributes"]["integrity"]["attributes"]):
+            holder["config"] = holder["config"].replace("bandwidth:", "bandwidth: ${logspace:1,10,100000000}\nunused:", 1)
+
+    root = json.loads((store / "zarr.json").read_text())
+    craft(root)
+    (store / "zarr.json").write_text(json.dumps(root))
+    start = time.perf_counter()
+    assert verify_main([str(store), "--repair"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "cannot repair" in lines[0] and "interpolation" in lines[0], lines
+    assert time.perf_counter() - start < 5
