@@ -15,12 +15,17 @@ temporary name and renames it into place, so a kill, a full disk or an I/O error
 chunk either old or new, never torn.
 
 Identity (:func:`identity`): every field of the :class:`SweepSpec` (generically; only
-``ppsweep.sweep.config.NOT_IN_IDENTITY`` is left out), the store format and the ppsweep version. A run
-of another identity is refused, naming the first setting that differs.
+``ppsweep.sweep.config.NOT_IN_IDENTITY`` is left out; the spec's ``inputs`` hold every input file's
+absolute path and digest), the store format, the ppsweep version and the digest of the package's
+code. A run of another identity is refused, naming the first setting that differs.
 
-Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`), then its
-``done`` flag. Resume (:func:`pending_units`), :func:`open_results` and ``python -m
-ppsweep.verify`` compare every finished unit with its checksum (:func:`damaged_units`).
+Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`, keyed by the
+unit's place and the store's fingerprint), then its ``done`` flag. Resume (:func:`pending_units`),
+:func:`open_results` and ``python -m ppsweep.verify`` compare every finished unit with its
+checksum (:func:`damaged_units`), and the layout (coordinates, metadata, attributes) with the
+record written when it was created (:mod:`ppsweep.store.integrity`); a re-run rewrites a damaged
+layout from the recorded config (:func:`check_store`, :func:`restore_layout`). ``overwrite``
+replaces only a ppsweep store (:func:`is_ppsweep_store`).
 
 Writers (:mod:`ppsweep.sweep.runner`): a run registers itself (:func:`registered_writer`) and locks each
 unit while it computes and writes it (:func:`unit_lock`), in ``.NAME.zarr.locks/`` beside the
@@ -28,8 +33,8 @@ store; ``overwrite`` refuses while a writer is registered; each layout has a new
 checked before a unit's values and before its done flag (:func:`check_generation`).
 
 Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
-``fingerprint`` (digest of the identity), ``identity`` (JSON), ``generation``, ``created``,
-``finished`` and ``complete``.
+``fingerprint`` (digest of the identity), ``identity`` (JSON), ``schedule_options``, ``base_dir``,
+``integrity`` (the layout's record), ``generation``, ``created``, ``finished`` and ``complete``.
 """
 
 from __future__ import annotations
