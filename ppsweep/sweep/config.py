@@ -17,6 +17,7 @@ evaluation, the store's layout and writes) arranges arrays by these names, never
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,21 @@ CAPACITY_DIMS = ("memory_capacity",)
 #: Config keys that belong to one job, not to the sweep: left out of the store's ``config``.
 JOB_KEYS = ("shard", "finalize", "dry_run")
 
+# ---- accepted ranges (README, "Sweeps and the results dataset": "Accepted values") ---------------
+#: Physical range of the network axes (and of ``system.bandwidth`` / ``system.latency``): a link
+#: from 1 MB/s to 1 PB/s, a latency from 0 to 1 s. Outside it a value is a typo (a unit slip).
+BANDWIDTH_RANGE = (1.0e6, 1.0e15)
+LATENCY_RANGE = (0.0, 1.0)
+#: Most values of one axis (a list, or ``${logspace:…}``'s ``num``): building a longer one alone
+#: takes minutes in the config library.
+MAX_AXIS_VALUES = 10_000
+#: Largest ``engine.chunk`` (points per scan tile); its working set grows with it.
+MAX_CHUNK = 1 << 22
+#: Largest ``slots.f`` / ``slots.b``: a table's length grows with them.
+MAX_SLOTS = 64
+#: ``engine.workers`` at most this many per core of the machine (each is a process with JAX).
+WORKERS_PER_CORE = 4
+
 # ---- the store's identity ------------------------------------------------------------------------
 # A store's identity (:func:`ppsweep.store.results.identity`) is built GENERICALLY from every field of the
 # resolved :class:`SweepSpec`: a field added to the spec is part of the identity unless it is
@@ -77,6 +93,10 @@ NOT_IN_IDENTITY: dict[str, str] = {
 ABSENT_WHEN_NONE: dict[str, str] = {
     "profile": "costs=model (the cost model); a profile's values are in the identity",
 }
+#: Config keys (dotted) whose value, when not null, names an input file (absolute or relative to the
+#: directory ppsweep runs in): its absolute path and content digest go into ``SweepSpec.inputs``, and
+#: so into the store's identity. A key added to the config that names a file belongs here.
+INPUT_FILE_KEYS: tuple[str, ...] = ("costs.profile",)
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {
     "name": "the store's file name",
@@ -128,6 +148,9 @@ class SweepSpec:
       layout: how the layout's collectives run (:class:`ppsweep.layout.LayoutOptions`); None
         unless the sweep has a layout dimension or ``systems``.
       systems: the systems of a ``system`` dimension (their names its coordinate); None: ``system``.
+      inputs: every file the values depend on besides the package's code: user schedules (a CSV
+        file, a ``module:function``'s module) and the files named by :data:`INPUT_FILE_KEYS`,
+        as ``label -> {"path": absolute path, "sha256": content digest}`` (:func:`input_files`).
 
     The layout fields and ``systems`` enter the store's identity only when set.
     """
@@ -159,6 +182,8 @@ class SweepSpec:
     cp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     layout: LayoutOptions | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     systems: tuple[SystemConfig, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+
 
     @property
     def has_layout(self) -> bool:
@@ -264,7 +289,7 @@ def logspace(start: Any, stop: Any, num: Any, field_name: str = "logspace") -> n
     Raises:
       ValueError: naming ``field_name`` unless ``start > 0``, ``stop > 0`` and ``num`` is an integer >= 1.
     """
-    num = check_positive_int(f"{field_name}.num", num, 1)
+    num = check_positive_int(f"{field_name}.num", num, 1, MAX_AXIS_VALUES)
     try:
         start, stop = float(start), float(stop)
     except (TypeError, ValueError):
@@ -296,6 +321,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             "sweep: the sweep file's keys landed under 'sweep:' and would be ignored; "
             "make '# @package _global_' its first line (as in conf/sweep/*.yaml)"
         )
+    check_keys(cfg)
     model = ModelConfig.from_mapping(_mapping(cfg, "model"))
     _check_system_lists(_mapping(cfg, "system"))
     system = SystemConfig.from_mapping(_mapping(cfg, "system"))
@@ -305,11 +331,18 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     options = cfg.get("schedule_options") or {}
     if not isinstance(options, Mapping):
         raise ValueError(f"schedule_options: must map schedule names to options, e.g. {{hanayo: {{waves: 2}}}}, got {options!r}")
-    for name in schedules:
-        get_schedule(name)
-        resolve_options(name, dict(options.get(name) or {}))
+    p_values = tuple(check_positive_int("p", v, 2) for v in _list(cfg, "p"))
+    m_values = tuple(check_positive_int("m", v, 1) for v in _list(cfg, "m"))
     for name in options:
         get_schedule(name)
+    for name in schedules:
+        resolved = resolve_options(name, dict(options.get(name) or {}))
+        # Option values are checked by the schedule itself (waves >= 1, split 'a:b', ...): before
+        # any store or table exists. Cheap: no table is built.
+        try:
+            get_schedule(name).why_unsupported(p_values[0], m_values[0], **resolved)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"schedule {name!r}: {error}") from None
     comm = cfg.get("comm") or {}
     modes = comm.get("mode", "overlap") if isinstance(comm, Mapping) else comm
     comm_axis = isinstance(modes, (list, tuple))
@@ -329,25 +362,26 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         name=_name(cfg.get("name", "default")),
         schedules=schedules,
         schedule_options={k: dict(v or {}) for k, v in options.items()},
-        p=tuple(check_positive_int("p", v, 2) for v in _list(cfg, "p")),
-        m=tuple(check_positive_int("m", v, 1) for v in _list(cfg, "m")),
+        p=p_values,
+        m=m_values,
         comm=modes,
         comm_axis=comm_axis,
         compute=None if compute is None else _axis("compute", compute, positive=True),
-        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)),
-        latency=_axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)),
+        bandwidth=_in_range("bandwidth", _axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)), BANDWIDTH_RANGE, "bytes/s"),
+        latency=_in_range("latency", _axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)), LATENCY_RANGE, "s"),
         model=model,
         system=system,
-        f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
-        b_slots=check_positive_int("slots.b", slots.get("b", 2), 1),
+        f_slots=check_positive_int("slots.f", slots.get("f", 1), 1, MAX_SLOTS),
+        b_slots=check_positive_int("slots.b", slots.get("b", 2), 1, MAX_SLOTS),
         dtype=dtype,
-        chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1),
+        chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1, MAX_CHUNK),
         method=engine.get("method", "auto"),
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
         profile=profile,
         **_layout_fields(cfg),
+        inputs=input_files(cfg, schedules),
     )
     if spec.systems is not None:  # null axes: every system's own inter-node value
         for axis, key in (("bandwidth", "bandwidth"), ("latency", "latency")):
@@ -364,11 +398,18 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
     for mode in modes:
         check_mode(mode)
-    # The engine's names of methods, from a module that does not import the engine (nor JAX): the
-    # evaluators a run spawns after this check then import JAX while this process does.
-    from ppsweep.engine.methods import check_method
+    workers = spec.noise.straggler_workers
+    if spec.noise.enabled and workers and max(workers) >= max(spec.p):
+        raise ValueError(
+            f"noise.straggler.workers: worker {max(workers)} exists at no p of this sweep (workers are 0 … p-1, "
+            f"largest p = {max(spec.p)}); name workers below {max(spec.p)}, or null for every worker"
+        )
+    # The engine's names of methods and scans, from a module that does not import the engine (nor JAX):
+    # the evaluators a run spawns after this check then import JAX while this process does.
+    from ppsweep.engine.methods import check_method, scan_implementation
 
     check_method(spec.method)
+    scan_implementation()  # PPSWEEP_SCAN: refused here, before any store, not inside a unit
     return spec
 
 
@@ -482,6 +523,114 @@ def _network_default(profile: CostProfile | None, name: str, system_value: float
     return value
 
 
+def _dotted(cfg: Mapping[str, Any], key: str) -> Any:
+    value: Any = cfg
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def input_files(cfg: Mapping[str, Any], schedules: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The files a sweep's values depend on besides the code, resolved once to absolute paths.
+
+    Args:
+      cfg: the config (for :data:`INPUT_FILE_KEYS`).
+      schedules: the schedule names (user schedules: :func:`ppsweep.schedules.user.schedule_file`).
+
+    Returns:
+      ``label -> {"path", "sha256"}``: a user schedule's name, or the config key.
+
+    Raises:
+      ValueError: naming the key or schedule whose file is missing or not a file.
+    """
+    from ppsweep.disk_cache import file_digest
+    from ppsweep.schedules import SCHEDULES
+    from ppsweep.schedules.user import schedule_file
+    from ppsweep.schedules.variants import split_label
+
+    files: dict[str, Path] = {}
+    for name in schedules:
+        base = split_label(name)[0]
+        if base not in SCHEDULES:
+            path = schedule_file(base)
+            if path is not None:
+                files[base] = path
+    for key in INPUT_FILE_KEYS:
+        value = _dotted(cfg, key)
+        if value is None:
+            continue
+        path = Path(os.path.expanduser(str(value))).absolute()
+        if not path.is_file():
+            raise ValueError(f"{key}: {value!r} is {'a directory' if path.is_dir() else 'not found'}; name a file")
+        files[key] = path
+    return {label: {"path": str(path), "sha256": file_digest(path)} for label, path in sorted(files.items())}
+
+
+def _in_range(field_name: str, values: np.ndarray, bounds: tuple[float, float], unit: str) -> np.ndarray:
+    """``values``, or a ValueError naming ``field_name`` when one is outside ``bounds`` (physical range)."""
+    low, high = bounds
+    bad = values[(values < low) | (values > high)]
+    if bad.size:
+        raise ValueError(
+            f"{field_name}: {bad[0]:g} {unit} is outside the physical range {low:g} … {high:g} {unit} "
+            f"(a unit slip?); see README, \"Accepted values\""
+        )
+    return values
+
+
+#: Keys whose value is a mapping of free keys (checked where they are used), not a config block.
+FREE_KEYS = ("schedule_options", "bandwidth", "latency", "compute", "memory_capacity")
+
+
+@functools.lru_cache(maxsize=1)
+def known_keys() -> dict[str, Any]:
+    """Every key a config may hold, as a tree (a mapping: a config block; None: a value), derived in
+    one place from the schema: ``conf/config.yaml``'s keys, and the fields of the dataclasses the
+    ``model`` and ``system`` groups become (:class:`ppsweep.costs.ModelConfig`,
+    :class:`~ppsweep.costs.SystemConfig`). A key added to either is accepted without being named here.
+    """
+    from dataclasses import fields as dataclass_fields
+
+    def tree(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {str(k): tree(v) for k, v in node.items()}
+        return None
+
+    base = OmegaConf.to_container(OmegaConf.load(find_conf_dir() / "config.yaml"), resolve=False)
+    assert isinstance(base, dict)
+    base.pop("defaults", None)
+    known = tree(base)
+    known["model"] = {f.name: None for f in dataclass_fields(ModelConfig)}
+    known["system"] = {f.name: None for f in dataclass_fields(SystemConfig)}
+    for key in FREE_KEYS:
+        known[key] = None
+    return known
+
+
+def check_keys(cfg: Mapping[str, Any], known: Mapping[str, Any] | None = None, prefix: str = "") -> None:
+    """Raise a ValueError naming the first key of ``cfg`` that is no config key, with the closest ones.
+
+    Hydra's ``+foo=1`` and ``+engine.bogus=1`` add keys silently; they end here, before any store
+    exists. The accepted keys come from :func:`known_keys`.
+    """
+    import difflib
+
+    known = known_keys() if known is None else known
+    for key, value in cfg.items():
+        key = str(key)
+        if not prefix and key in ("hydra", "sweep"):  # Hydra's own block; a misplaced sweep file (spec_from_config)
+            continue
+        if key not in known:
+            names = [f"{prefix}{k}" for k in known]
+            close = difflib.get_close_matches(f"{prefix}{key}", names, n=3, cutoff=0.5)
+            hint = f"closest: {', '.join(close)}" if close else f"valid keys{' under ' + prefix[:-1] if prefix else ''}: {', '.join(sorted(names))}"
+            raise ValueError(f"{prefix}{key}: unknown config key; {hint}")
+        if isinstance(known[key], Mapping) and isinstance(value, Mapping):
+            check_keys(value, known[key], f"{prefix}{key}.")
+
+
 def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
     """The ``recompute`` dimension's modes (None: no dimension), checked."""
     if value is None:
@@ -500,7 +649,17 @@ def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
 
 def _container(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
     if isinstance(cfg, DictConfig):
-        container = OmegaConf.to_container(cfg, resolve=True)
+        from omegaconf.errors import OmegaConfBaseException
+
+        try:
+            container = OmegaConf.to_container(cfg, resolve=True)
+        except OmegaConfBaseException as error:  # a resolver's error (${logspace:...}): one line naming the key
+            cause: BaseException = error
+            while (cause.__cause__ or cause.__context__) is not None:
+                cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+            key = getattr(error, "full_key", None)
+            message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            raise ValueError(f"{key}: {message}" if key else message) from None
         assert isinstance(container, dict)
         return container
     return dict(cfg)
@@ -559,6 +718,8 @@ def _axis(field_name: str, value: Any, positive: bool, default: float | None = N
             raise ValueError(f"{field_name}: must be numbers, got {value!r}") from None
     if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)):
         raise ValueError(f"{field_name}: must be a non-empty list of finite numbers, got {value!r}")
+    if array.size > MAX_AXIS_VALUES:
+        raise ValueError(f"{field_name}: at most {MAX_AXIS_VALUES:,} values per axis, got {array.size:,}")
     if positive and not np.all(array > 0):
         raise ValueError(f"{field_name}: must be > 0, got {array.tolist()}")
     if not positive and not np.all(array >= 0):
@@ -700,6 +861,11 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         workers = None
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
+    elif workers > WORKERS_PER_CORE * (os.cpu_count() or 1):
+        raise ValueError(
+            f"engine.workers: at most {WORKERS_PER_CORE} per core of this machine ({WORKERS_PER_CORE * (os.cpu_count() or 1)}; "
+            f"each is a process with its own JAX), got {workers}; use auto"
+        )
     cluster = (container.get("engine") or {}).get("cluster")
     if cluster is not None:
         scheduler_address(cluster)  # raises naming engine.cluster
