@@ -604,6 +604,9 @@ def known_keys() -> dict[str, Any]:
     known = tree(base)
     known["model"] = {f.name: None for f in dataclass_fields(ModelConfig)}
     known["system"] = {f.name: None for f in dataclass_fields(SystemConfig)}
+    for group in sorted(d for d in find_conf_dir().iterdir() if d.is_dir() and d.name not in ("hydra", "sweep", "model", "system")):
+        # another config group (costs=...): the keys of any of its options
+        known[group.name] = {str(k): None for f in group.glob("*.yaml") for k in (OmegaConf.to_container(OmegaConf.load(f)) or {})}
     for key in FREE_KEYS:
         known[key] = None
     return known
