@@ -137,6 +137,17 @@ def _same_number(a: str, b: str) -> bool:
         return False
 
 
+def coordinates(dataset: xr.Dataset, dims: Sequence[str]) -> dict[str, dict[str, list]]:
+    """Per dimension of ``dims``: ``labels`` (the selectors' values), ``shown`` (their texts, with units),
+    ``axis_titles`` (``name (unit)``) and ``values`` (floats, None for a non-numeric coordinate)."""
+    return {
+        "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
+        "shown": {d: [format_coordinate(d, v) for v in dataset[d].values] for d in dims},
+        "axis_titles": {d: f"{d} ({dataset[d].attrs['units']})" if dataset[d].attrs.get("units") else d for d in dims},
+        "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
+    }
+
+
 def page_data(dataset: xr.Dataset) -> dict[str, Any]:
     """Everything the page's script needs, computed from the store (numpy arrays and lists).
 
@@ -177,10 +188,7 @@ def page_data(dataset: xr.Dataset) -> dict[str, Any]:
         "names": names,
         "dims": dims,
         "sizes": [int(st.sizes[d]) for d in dims],
-        "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
-        "shown": {d: [format_coordinate(d, v) for v in dataset[d].values] for d in dims},
-        "axis_titles": {d: f"{d} ({dataset[d].attrs['units']})" if dataset[d].attrs.get("units") else d for d in dims},
-        "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
+        **coordinates(dataset, dims),
         "t": t.ravel(),
         "winner": winner.ravel().astype(np.float64),
         "flip": flip.ravel(),
@@ -229,9 +237,10 @@ def _sample_data(dataset: xr.Dataset, st: xr.Dataset, t_sim: xr.DataArray, dims:
     }
 
 
-# The page's script: recomputes every plot's data from the selectors. `D` is page_data's dict.
+# The page's script: recomputes every plot's data from the selectors. `D` is page_data's dict: the
+# whole store's (static page) or the current selection's part (served page: the part changes, then this runs).
 _UPDATE_JS = r"""
-const D = data;
+const D = page.data;
 const dims = D.dims, sizes = D.sizes, S = D.names.length;
 const strides = new Array(dims.length); { let s = 1; for (let a = dims.length - 1; a >= 0; a--) { strides[a] = s; s *= sizes[a]; } }
 const G = sizes.reduce((a, b) => a * b, 1);
@@ -271,6 +280,8 @@ for (let s = 0; s < S; s++) {
   line_sources[s].data = {x: l.order.map(k => l.x[k]), y: l.order.map(k => l.y[k]), label: l.order.map(k => l.label[k]), value: l.order.map(k => l.value[k])};
 }
 line_axis.axis_label = D.axis_titles[xd];
+line_yaxis.axis_label = "t_sim (" + tu + ")";
+mem_yaxis.axis_label = bu;
 
 // memory at the selected (p, m)
 const [P, M] = D.pm_sizes, ip = cur.p, im = cur.m;
@@ -321,15 +332,35 @@ update.execute(null);
 """
 
 
-def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
+@functools.cache
+def _page_model() -> type:
+    """The Bokeh model that carries the page's data (:func:`page_data`'s dict) to its script."""
+    from bokeh.core.properties import Any as AnyValue
+    from bokeh.model import DataModel
+
+    class PageData(DataModel):
+        """:func:`page_data`'s dict; on the served page the server replaces it for every selection."""
+
+        data = AnyValue(default=None, help="page_data's dict")
+
+    return PageData
+
+
+def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[str, Any] | None = None, document: Any = None) -> Any:
     """The page as a Bokeh document.
 
     Args:
-      dataset: a results dataset (or a part of one).
+      dataset: a results dataset (or a part of one); the selectors offer all of its coordinates.
       title: the page's title.
+      data: :func:`page_data` of ``dataset`` (default), or of the part of it the current selection
+        needs (the served page, :mod:`ppsweep.viz.explore_served`, which then replaces
+        ``document.select_one({"name": "page_data"}).data`` as the selection changes).
+      document: the document to fill (default: a new one).
 
     Returns:
-      A :class:`bokeh.document.Document` whose interactivity is all in the browser (CustomJS).
+      A :class:`bokeh.document.Document`. With ``data`` left out (the static page) every
+      interaction runs in the browser (CustomJS); the page's script redraws whenever the
+      selectors or the ``page_data`` model change.
     """
     from bokeh.document import Document
     from bokeh.events import DocumentReady
@@ -338,14 +369,17 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     from bokeh.plotting import figure
     from bokeh.transform import dodge
 
-    data = page_data(dataset)
-    names, dims = data["names"], data["dims"]
+    static = data is None
+    data = page_data(dataset) if static else data
+    names = data["names"]
+    dims = data["dims"]
+    coords = coordinates(dataset, dims)
     colors = [SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)] for k in range(len(names))]
     t_unit, b_unit = data["t_unit"][1], data["b_unit"][1]
 
-    selects = {d: Select(title=data["axis_titles"][d], value=data["labels"][d][0], options=list(zip(data["labels"][d], data["shown"][d])),
+    selects = {d: Select(title=coords["axis_titles"][d], value=coords["labels"][d][0], options=list(zip(coords["labels"][d], coords["shown"][d])),
                          name=f"select_{d}", width=130) for d in dims}
-    numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in data["values"][d]) and len(data["labels"][d]) > 1]
+    numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in coords["values"][d]) and len(coords["labels"][d]) > 1]
     x_choices = numeric or [d for d in dims if d in MAP_DIMS]
     xaxis = Select(title="x axis (step time)", value="bandwidth" if "bandwidth" in x_choices else x_choices[0], options=x_choices, name="select_x", width=160)
 
@@ -385,8 +419,10 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     mem_note = Div(text=f"<small>{MEMORY_NOTE}</small>", width=620)
 
     status = Div(text="", width=1250, name="status")
-    args: dict[str, Any] = dict(data=data, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
-                                line_axis=line_fig.xaxis[0], mem_source=mem_source, status=status, colors=colors)
+    holder = _page_model()(data=data, name="page_data")
+    args: dict[str, Any] = dict(page=holder, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
+                                line_axis=line_fig.xaxis[0], line_yaxis=line_fig.yaxis[0], mem_yaxis=mem_fig.yaxis[0],
+                                mem_source=mem_source, status=status, colors=colors)
     sample_panels = []
     if data["has_sample"]:
         pwin_source = ColumnDataSource({"schedule": [], "pwin": [], "text": [], "color": []}, name="pwin_source")
@@ -402,8 +438,11 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
         args.update(pwin_source=pwin_source, regret_source=regret_source)
         sample_panels = [row(pwin_fig, regret_fig)]
     update = CustomJS(args=args, code=_UPDATE_JS)
-    for widget in [*selects.values(), xaxis]:
+    # The static page redraws as a selector changes; the served page when the server has sent the
+    # selection's part (the selectors' new values reach the server, which replaces the page data).
+    for widget in [*selects.values(), xaxis] if static else []:
         widget.js_on_change("value", update)
+    holder.js_on_change("data", update)
 
     header = Div(text=f"<h2 style='margin:4px 0'>{title}</h2><p style='margin:0'>{_describe(dataset)}</p>", width=1250)
     layout = column(
@@ -415,7 +454,7 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
         *sample_panels,
         name="page",
     )
-    document = Document()
+    document = Document() if document is None else document
     document.add_root(layout)
     document.title = title
     document.js_on_event(DocumentReady, CustomJS(args=dict(selects=selects, xaxis=xaxis, update=update), code=_READY_JS))
