@@ -456,6 +456,7 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
     )
     document = Document() if document is None else document
     document.add_root(layout)
+    document.add_root(holder)  # the served page's callbacks find it by name
     document.title = title
     document.js_on_event(DocumentReady, CustomJS(args=dict(selects=selects, xaxis=xaxis, update=update), code=_READY_JS))
     return document
@@ -492,7 +493,7 @@ def _check_size(dataset: xr.Dataset) -> None:
         dims = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
         raise UsageError(
             f"the store has {size:,} values of t_sim ({dims}); the page embeds at most {MAX_VALUES:,}: "
-            "select a part with --sel DIM=VALUE[,VALUE...], e.g. --sel p=8"
+            "select a part with --sel DIM=VALUE[,VALUE...], e.g. --sel p=8, or serve it (no --html)"
         )
 
 
@@ -535,6 +536,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page to FILE instead of serving it")
     parser.add_argument("--port", type=int, default=5006, help="port to serve on (default 5006; 0: any free port)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser when serving")
+    parser.add_argument("--serve", action="store_true",
+                        help=f"serve from a Bokeh server that reads each selection from the store on demand (automatic past {MAX_VALUES:,} values)")
     parser.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE[,VALUE...]", help="keep only these values of a dimension (repeatable)")
     return parser
 
@@ -547,13 +550,23 @@ def run(argv: list[str] | None = None) -> str:
     args = _parser().parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IncompleteStoreWarning)
-        dataset = load(args.store)
+        dataset = load(args.store, verify=False)  # checked below: all at once, or unit by unit when served
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
+    if args.serve and args.html:
+        raise UsageError("--serve: a served page cannot be written to a file; drop --html or --serve")
     dataset = select_part(dataset, args.sel)
-    _check_size(dataset)
     title = f"ppsweep explorer: {Path(args.store).name}"
+    if args.serve or (not args.html and dataset["t_sim"].size > MAX_VALUES):
+        from ppsweep.viz.explore_served import serve_store
+
+        serve_store(dataset, title, args.port, open_browser=not args.no_browser, store=args.store)
+        return "stopped"
+    _check_size(dataset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteStoreWarning)  # said above
+        dataset = select_part(load(args.store), args.sel)  # every unit checked against its checksum
     html = page_html(dataset, title)
     if args.html:
         path = Path(args.html)

@@ -1,0 +1,186 @@
+"""The served explorer (Bokeh server) on a store past the embedding limit, in a real headless browser.
+
+The store is a real sweep of 4.19 M points (2 schedules × p {2, 4} × m {2, 4} × 2,048 bandwidths ×
+256 latencies): 21 M values in its five point variables, past the page's 4 M values of ``t_sim``,
+so ``python -m ppsweep.explore STORE`` serves it. Chromium is driven through its DevTools protocol
+(tornado's websocket client): a served page draws only once its data has come over the server's
+websocket, which a plain ``--screenshot`` does not wait for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from ppsweep import analysis
+from ppsweep.viz import explore, explore_served
+
+from test_explore import CHROMIUM, _count, _need_chromium, _pixels
+
+GPIPE_RGB = (0x4C, 0x72, 0xB0)  # gpipe wins at m = 4
+TIE_RGB = (0xB0, 0xC4, 0xDE)  # gpipe and 1f1b tie at m = 2 (the first tie colour)
+SELECTION = {"p": 0, "m": 0, "bandwidth": 0, "latency": 0}
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory):
+    from ppsweep.sweep.config import compose_config
+    from ppsweep.sweep.evaluate import SweepSpec
+    from ppsweep.sweep.runner import run_sweep
+
+    path = tmp_path_factory.mktemp("served") / "big.zarr"
+    # python -m ppsweep name=big schedules=[gpipe,1f1b] p=[2,4] m=[2,4] 'bandwidth={...}' 'latency={...}'
+    overrides = ["name=big", "schedules=[gpipe,1f1b]", "p=[2,4]", "m=[2,4]",
+                 "bandwidth={start: 1e9, stop: 1e12, num: 2048}", "latency={start: 1e-7, stop: 1e-5, num: 256}"]
+    spec = SweepSpec.from_config(compose_config(overrides))
+    run_sweep(spec, path, "", progress=False)
+    return path
+
+
+def test_the_store_is_past_the_limit(big_store):
+    ds = analysis.load(big_store, verify=False)
+    points = [v for v in ds.data_vars.values() if v.dims == ds["t_sim"].dims]
+    assert ds["t_sim"].size > explore.MAX_VALUES and sum(v.size for v in points) >= 10_000_000
+
+
+def test_a_selection_reads_a_small_lazy_part(big_store):
+    ds = analysis.load(big_store, verify=False)
+    part = explore_served.selection_part(ds, {**SELECTION, "bandwidth": 1000}, "bandwidth")
+    assert part["t_sim"].chunks is not None  # still dask: nothing read yet
+    assert dict(part["t_sim"].sizes) == {"schedule": 2, "p": 1, "m": 1, "bandwidth": 161, "latency": 160}
+    assert 1000 in [list(ds.bandwidth.values).index(v) for v in part.bandwidth.values]  # the selected one is kept
+    along_p = explore_served.selection_part(ds, SELECTION, "p")
+    assert dict(along_p["t_sim"].sizes) == {"schedule": 2, "p": 2, "m": 1, "bandwidth": 160, "latency": 160}
+    # The part's winner map, against the store's raw step times at the same points (a tie: within 1e-9).
+    data = explore.page_data(part)
+    raw = zarr.open_group(str(big_store), mode="r")["t_sim"]
+    bw = [list(ds.bandwidth.values).index(v) for v in part.bandwidth.values]
+    lat = [list(ds.latency.values).index(v) for v in part.latency.values]
+    t = raw[:, 0, 0][:, bw][:, :, lat]  # (schedule, bandwidth, latency)
+    fastest = t <= t.min(axis=0) * (1 + 1e-9)
+    np.testing.assert_array_equal(data["winner"], (fastest[0] * 1 + fastest[1] * 2).ravel())
+
+
+def test_selectors_recompute_the_part_and_the_store_stays_lazy(big_store):
+    from bokeh.document import Document
+
+    ds = analysis.load(big_store, verify=False)
+    document = Document()
+    explore_served.served_document(document, ds, "t", explore_served.UnitCheck(big_store))
+    holder = document.select_one({"name": "page_data"})
+    assert holder.data["labels"]["m"] == ["2"] and len(holder.data["labels"]["bandwidth"]) == 160
+    document.select_one({"name": "select_m"}).value = "4"
+    for callback in list(document.session_callbacks):  # the next-tick recomputation, as the server would run it
+        callback.callback()
+    assert holder.data["labels"]["m"] == ["4"] and set(holder.data["winner"]) == {1.0}  # gpipe everywhere at m = 4
+    assert all(ds[v].chunks is not None for v in ds.data_vars)
+
+
+# ---- in a real browser, driven through the DevTools protocol ----------------------------------
+
+
+async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
+    """Open ``url`` in headless Chromium and run ``steps``: (JS to run or None, JS condition to wait for, screenshot name)."""
+    from tornado.websocket import websocket_connect
+
+    process = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={shots / 'profile'}", "--remote-debugging-port=0",
+         "--window-size=1300,1500", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for line in process.stderr:
+            match = re.search(r"DevTools listening on ws://([\d.:]+)/", line)
+            if match:
+                break
+        with urllib.request.urlopen(f"http://{match.group(1)}/json/list", timeout=30) as response:
+            target = next(t for t in json.load(response) if t["type"] == "page")
+        socket = await websocket_connect(target["webSocketDebuggerUrl"], max_message_size=1 << 28)
+        ids = itertools.count(1)
+
+        async def call(method: str, **params):
+            key = next(ids)
+            socket.write_message(json.dumps({"id": key, "method": method, "params": params}))
+            while True:
+                message = json.loads(await socket.read_message())
+                if message.get("id") == key:
+                    assert "error" not in message, message
+                    return message["result"]
+
+        async def evaluate(expression: str):
+            result = await call("Runtime.evaluate", expression=expression, returnByValue=True)
+            assert "exceptionDetails" not in result, result
+            return result["result"].get("value")
+
+        await call("Page.enable")
+        await call("Page.navigate", url=url)
+        out = []
+        for action, condition, name in steps:
+            if action:
+                await evaluate(action)
+            deadline = time.monotonic() + timeout
+            while not await evaluate(f"(() => {{ try {{ return Boolean({condition}); }} catch (e) {{ return false; }} }})()"):
+                assert time.monotonic() < deadline, f"timed out waiting for {condition}"
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)  # the canvas repaints
+            shot = shots / f"{name}.png"
+            shot.write_bytes(base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"]))
+            out.append(_pixels(shot))
+        socket.close()
+        return out
+    finally:
+        process.kill()
+        process.wait()
+
+
+STATUS = "Bokeh.documents[0].get_model_by_name('status').text"
+
+
+def test_served_page_renders_and_follows_the_selectors(big_store, tmp_path):
+    _need_chromium()
+    root = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ppsweep.explore", str(big_store), "--port", "0", "--no-browser"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        line = server.stderr.readline()
+        match = re.search(r"serving the explorer on (http://127\.0\.0\.1:\d+/) \(Bokeh server", line)
+        assert match, line + server.stderr.read() if server.poll() is not None else line
+        steps = [
+            # The address's selection reaches the server, which sends that part: the map redraws.
+            (None, f"{STATUS}.includes('m=2') && {STATUS}.includes('p=4')", "first"),
+            # A selector changed as a user would: the server recomputes, the page redraws.
+            ("Bokeh.documents[0].get_model_by_name('select_m').value = '4'", f"{STATUS}.includes('m=4')", "second"),
+        ]
+        first, second = asyncio.run(_devtools(match.group(1) + "#p=4", steps, tmp_path))
+        rss = _peak_rss_mb(server.pid)
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=60)
+    assert server.returncode == 0 and out.strip() == "stopped", err[-2000:]
+    assert len(np.unique(first.reshape(-1, 3), axis=0)) > 50  # not blank
+    # At m = 2 gpipe and 1f1b tie everywhere: the tie colour fills the map; at m = 4 gpipe wins.
+    assert _count(first, TIE_RGB) > 100_000 and _count(first, GPIPE_RGB) < 5_000
+    assert _count(second, GPIPE_RGB) > 100_000 and _count(second, TIE_RGB) < 5_000
+    # The server never held the store: 21 M values are 168 MB as float64.
+    assert rss < 600, rss
+
+
+def _peak_rss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", text).group(1)) / 1024
