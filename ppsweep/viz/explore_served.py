@@ -147,16 +147,18 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool = True, store: str | os.PathLike | None = None) -> None:
-    """Serve the page of ``dataset`` (lazily loaded) from a Bokeh server on ``http://127.0.0.1:PORT/`` until interrupted.
+def start_server(dataset: xr.Dataset, title: str, port: int = 0, store: str | os.PathLike | None = None) -> Any:
+    """A started Bokeh server of the page of ``dataset`` on ``http://127.0.0.1:PORT/`` (on the current thread's IO loop).
 
     Args:
       dataset: a results dataset, opened lazily (:func:`ppsweep.analysis.load`).
       title: the page's title.
-      port: the port (0: any free one).
-      open_browser: open the page in a browser.
+      port: the port (0: any free one; the server's ``port`` says which).
       store: the store's path: each unit is checked against its checksum as a selection first reads
         it (:class:`UnitCheck`); None: no check.
+
+    Returns:
+      The :class:`bokeh.server.server.Server`; ``server.io_loop.start()`` runs it.
 
     Raises:
       UsageError: the port is taken.
@@ -174,7 +176,13 @@ def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool =
     except OSError as error:
         raise UsageError(f"--port: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); choose another port") from None
     server.start()
-    url = f"http://127.0.0.1:{port}/"
+    return server
+
+
+def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool = True, store: str | os.PathLike | None = None) -> None:
+    """Serve the page of ``dataset`` (:func:`start_server`) until interrupted (Ctrl-C); ``open_browser``: open it in a browser."""
+    server = start_server(dataset, title, port, store)
+    url = f"http://127.0.0.1:{server.port}/"
     print(f"serving the explorer on {url} (Bokeh server, each selection read from the store on demand; Ctrl-C to stop)", file=sys.stderr, flush=True)
     if open_browser:
         import webbrowser
