@@ -87,6 +87,29 @@ def test_selectors_recompute_the_part_and_the_store_stays_lazy(big_store):
     assert all(ds[v].chunks is not None for v in ds.data_vars)
 
 
+def test_a_damaged_unit_is_named_not_drawn(small_store, tmp_path):
+    """Each unit is checked against its checksum when a selection first reads it."""
+    import shutil
+
+    from bokeh.document import Document
+
+    path = tmp_path / "small.zarr"
+    shutil.copytree(small_store, path)
+    group = zarr.open_group(str(path), mode="r+")
+    group["t_sim"][0, 0, 1, 0, 0] = 1.0  # unit p=2, m=6, behind its checksum's back
+    ds = analysis.load(path, verify=False)
+    check = explore_served.UnitCheck(path)
+    document = Document()
+    explore_served.served_document(document, ds, "t", check)  # first part: p=2, m=2, intact
+    assert document.select_one({"name": "page_data"}).data["labels"]["m"] == ["2"]
+    document.select_one({"name": "select_m"}).value = "6"
+    for callback in list(document.session_callbacks):
+        callback.callback()
+    status = document.select_one({"name": "status"}).text
+    assert "damaged units" in status and "m=6" in status and "ppsweep.verify" in status, status
+    assert document.select_one({"name": "page_data"}).data["labels"]["m"] == ["2"]  # the damaged part was not drawn
+
+
 # ---- in a real browser, driven through the DevTools protocol ----------------------------------
 
 

@@ -108,7 +108,13 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
     labels = coordinates(dataset, dims)["labels"]
     check = check or (lambda part: None)
     first = selection_part(dataset, dict.fromkeys(dims, 0), "bandwidth")
-    check(first)
+    try:
+        check(first)
+    except StoreError as error:
+        from bokeh.models import Div
+
+        document.add_root(Div(text=_error_html(error), name="status"))
+        return
     build_page(dataset, title, data=page_data(first), document=document)
     selects = {d: document.select_one({"name": f"select_{d}"}) for d in dims}
     xaxis = document.select_one({"name": "select_x"})
@@ -123,7 +129,7 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
         try:
             check(part)
         except StoreError as error:
-            document.select_one({"name": "status"}).text = f"<b style='color:#C44E52'>error: {html.escape(str(error))}</b>"
+            document.select_one({"name": "status"}).text = _error_html(error)
             return
         data = page_data(part)
         holder.data = data
@@ -139,6 +145,10 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
         widget.on_change("value", changed)
     if xaxis.value != "bandwidth":  # the first part was cut for x = bandwidth
         refresh()
+
+
+def _error_html(error: Exception) -> str:
+    return f"<b style='color:#C44E52'>error: {html.escape(str(error))}</b>"
 
 
 def _free_port() -> int:
