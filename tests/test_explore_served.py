@@ -132,12 +132,16 @@ async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
             target = next(t for t in json.load(response) if t["type"] == "page")
         socket = await websocket_connect(target["webSocketDebuggerUrl"], max_message_size=1 << 28)
         ids = itertools.count(1)
+        errors: list = []
 
         async def call(method: str, **params):
             key = next(ids)
             socket.write_message(json.dumps({"id": key, "method": method, "params": params}))
             while True:
                 message = json.loads(await socket.read_message())
+                event = message.get("method")
+                if event == "Runtime.exceptionThrown" or (event == "Runtime.consoleAPICalled" and message["params"]["type"] == "error"):
+                    errors.append(message["params"])
                 if message.get("id") == key:
                     assert "error" not in message, message
                     return message["result"]
@@ -148,6 +152,7 @@ async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
             return result["result"].get("value")
 
         await call("Page.enable")
+        await call("Runtime.enable")
         await call("Page.navigate", url=url)
         out = []
         for action, condition, name in steps:
@@ -163,6 +168,7 @@ async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
             shot.write_bytes(base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"]))
             out.append(_pixels(shot))
         socket.close()
+        assert not errors, errors  # no exception, no console error on the page
         return out
     finally:
         process.kill()
