@@ -163,7 +163,6 @@ async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
                 assert time.monotonic() < deadline, f"timed out waiting for {condition}"
                 await asyncio.sleep(0.2)
             await asyncio.sleep(0.5)  # the canvas repaints
-            print("T", name, time.monotonic(), flush=True)
             shot = shots / f"{name}.png"
             shot.write_bytes(base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"]))
             out.append(_pixels(shot))
@@ -176,6 +175,7 @@ async def _devtools(url: str, steps, shots: Path, timeout: float = 60) -> list:
 
 
 STATUS = "Bokeh.documents[0].get_model_by_name('status').text"
+LINE = "Bokeh.documents[0].get_model_by_name('line_gpipe').data"
 
 
 def test_the_command_serves_a_store_past_the_limit(big_store, monkeypatch, capsys):
@@ -223,13 +223,16 @@ def test_served_page_renders_and_follows_the_selectors(server, tmp_path):
         (None, f"{STATUS}.includes('m=2') && {STATUS}.includes('p=4')", "first"),
         # A selector changed as a user would: the server recomputes, the page redraws.
         ("Bokeh.documents[0].get_model_by_name('select_m').value = '4'", f"{STATUS}.includes('m=4')", "second"),
+        # The step time against latency: its 160 spread values (in seconds, below 1).
+        ("Bokeh.documents[0].get_model_by_name('select_x').value = 'latency'", f"{LINE}.x.length == 160 && {LINE}.x[159] < 1", "third"),
     ]
-    first, second = asyncio.run(_devtools(url + "#p=4", steps, tmp_path))
+    first, second, third = asyncio.run(_devtools(url + "#p=4", steps, tmp_path))
     colours = (first[..., 0].astype(np.int32) << 16) | (first[..., 1].astype(np.int32) << 8) | first[..., 2]
     assert len(np.unique(colours)) > 50  # not blank
     # At m = 2 gpipe and 1f1b tie everywhere: the tie colour fills the map (the thin cell borders
     # take the rest); at m = 4 gpipe wins: its colour fills the map, the tie colour is gone.
     assert _count(first, TIE_RGB) > 40_000 and _count(second, TIE_RGB) < 100
     assert _count(second, GPIPE_RGB) > _count(first, GPIPE_RGB) + 40_000
+    assert np.any(third != second)  # the step-time panel redrew
     # The server read parts of the store on demand: the dataset it serves is still lazy (dask).
     assert all(dataset[v].chunks is not None for v in dataset.data_vars)

@@ -245,6 +245,8 @@ const dims = D.dims, sizes = D.sizes, S = D.names.length;
 const strides = new Array(dims.length); { let s = 1; for (let a = dims.length - 1; a >= 0; a--) { strides[a] = s; s *= sizes[a]; } }
 const G = sizes.reduce((a, b) => a * b, 1);
 function sel(dim) { const k = D.labels[dim].indexOf(selects[dim].value); return k < 0 ? 0 : k; }
+// Served page: a selected value the data lacks is on its way from the server, which redraws then.
+if (dims.some(d => D.labels[d].indexOf(selects[d].value) < 0)) return;
 function flat(fixed) { let k = 0; for (let a = 0; a < dims.length; a++) k += fixed[dims[a]] * strides[a]; return k; }
 function current() { const f = {}; for (const d of dims) f[d] = sel(d); return f; }
 function fmt(v, size, unit) { return Number.isFinite(v) ? (v / size).toPrecision(4) + " " + unit : "n/a"; }
@@ -358,9 +360,9 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
       document: the document to fill (default: a new one).
 
     Returns:
-      A :class:`bokeh.document.Document`. With ``data`` left out (the static page) every
-      interaction runs in the browser (CustomJS); the page's script redraws whenever the
-      selectors or the ``page_data`` model change.
+      A :class:`bokeh.document.Document`; its script (CustomJS) redraws whenever a selector or
+      the ``page_data`` model changes. With ``data`` left out (the static page) every interaction
+      runs in the browser.
     """
     from bokeh.document import Document
     from bokeh.events import DocumentReady
@@ -369,8 +371,7 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
     from bokeh.plotting import figure
     from bokeh.transform import dodge
 
-    static = data is None
-    data = page_data(dataset) if static else data
+    data = page_data(dataset) if data is None else data
     names = data["names"]
     dims = data["dims"]
     coords = coordinates(dataset, dims)
@@ -438,9 +439,9 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
         args.update(pwin_source=pwin_source, regret_source=regret_source)
         sample_panels = [row(pwin_fig, regret_fig)]
     update = CustomJS(args=args, code=_UPDATE_JS)
-    # The static page redraws as a selector changes; the served page when the server has sent the
-    # selection's part (the selectors' new values reach the server, which replaces the page data).
-    for widget in [*selects.values(), xaxis] if static else []:
+    # The page redraws as a selector changes, and as the page data changes (the served page: the
+    # selectors' new values reach the server, which sends the selection's part).
+    for widget in [*selects.values(), xaxis]:
         widget.js_on_change("value", update)
     holder.js_on_change("data", update)
 
