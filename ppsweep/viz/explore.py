@@ -4,6 +4,7 @@ Usage::
 
     python -m ppsweep.explore results/bandwidth.zarr                  # serve it on http://127.0.0.1:5006/
     python -m ppsweep.explore results/bandwidth.zarr --html page.html # write a self-contained page
+    python -m ppsweep.explore results/big.zarr --serve                # a Bokeh server (automatic past MAX_VALUES)
 
 The page (Bokeh, every script inline: it opens without a network) has
 
@@ -27,8 +28,11 @@ Values are shown in the unit of their magnitude (:mod:`ppsweep.viz.display`). Th
 carry a selection, ``page.html#p=8&m=32&x=latency``, which sets the selectors when it opens.
 
 All of a store's values are embedded in the page; past :data:`MAX_VALUES` values, select a part
-with ``--sel DIM=VALUE[,VALUE...]`` (e.g. ``--sel p=8 --sel latency=5e-7``). Bad input prints one
-line ``error: ...`` and exits with 2.
+with ``--sel DIM=VALUE[,VALUE...]`` (e.g. ``--sel p=8 --sel latency=5e-7``), or leave out ``--html``:
+the command then serves the page from a Bokeh server that reads each selection's part of the store
+on demand (:mod:`ppsweep.viz.explore_served`; ``--serve`` forces it for any store). Both pages are
+:func:`build_page`'s: the same figures and script, drawing from :func:`page_data` of the whole store
+or of the selection's part. Bad input prints one line ``error: ...`` and exits with 2.
 """
 
 from __future__ import annotations
