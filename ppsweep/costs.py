@@ -30,7 +30,7 @@ Choices where the contract is silent (also in the README, "Cost model"):
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
 import numpy as np
@@ -52,6 +52,10 @@ def _from_mapping(cls, kind: str, values: Mapping[str, Any]):
     config.check()
     return config
 
+
+#: Field metadata of config fields added after stores existed: such a field enters a store's
+#: identity only when it differs from its default (:func:`ppsweep.store.results.identity`).
+IDENTITY_WHEN_SET = {"identity": "when_set"}
 
 #: Accepted values of ``model.recompute``.
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -328,6 +332,11 @@ class SystemConfig:
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward
         half (DualPipe's F&B, :func:`pair_time`); 0 (default): a pair lasts ``t_f + t_b``. In a
         config also a measured credit's name (:mod:`ppsweep.overlap_credits`).
+      (In a layout sweep ``gpus_per_node`` places every GPU rank, docs/contract.md §3b, and the
+      intra tier is per GPU and direction.)
+
+    ``gpus_per_node``, ``intra_bandwidth`` and ``intra_latency`` enter a store's identity only when
+    set (:data:`IDENTITY_WHEN_SET`): stores written before they existed keep their identity.
     """
 
     peak_flops: float
@@ -339,10 +348,10 @@ class SystemConfig:
     memory_capacity: float | None = None
     optimizer_time: float = 0.0
     fb_overlap: float = 0.0
-    gpus_per_node: int = 1
-    intra_bandwidth: float | None = None
-    intra_latency: float | None = None
     name: str = "system"
+    gpus_per_node: int = field(default=1, metadata=IDENTITY_WHEN_SET)
+    intra_bandwidth: float | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    intra_latency: float | None = field(default=None, metadata=IDENTITY_WHEN_SET)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "SystemConfig":
@@ -477,14 +486,22 @@ class MemoryFigures:
         return self.peak_activation_bytes + self.persistent_bytes
 
 
-def persistent_bytes_per_worker(model: ModelConfig, table: ScheduleTable) -> np.ndarray:
-    """Parameters, gradients and optimizer state each worker keeps, ``(p,)`` bytes.
+def persistent_bytes_per_worker(model: ModelConfig, table: ScheduleTable, tensor_parallel: int = 1,
+                                optimizer_shards: int = 1) -> np.ndarray:
+    """Parameters, gradients and optimizer state each worker keeps, ``(p,)`` bytes (one GPU of it).
 
     Every replica's stages count on the worker the placement gives them (two replicas of a
     stage on one worker count twice); the embedding goes with stage 0 and the LM head with stage
     ``S-1`` of every replica.
+
+    Args:
+      model, table: the model and the schedule.
+      tensor_parallel: ``tp``: every parameter is split ``tp`` ways (docs/contract.md §3b).
+      optimizer_shards: ZeRO-1's ``dp``: the optimizer state is split that many ways.
     """
     per_param = 2 * model.bytes_per_value + model.optimizer_bytes_per_param
+    if optimizer_shards != 1:
+        per_param = 2 * model.bytes_per_value + model.optimizer_bytes_per_param / optimizer_shards
     layers = stage_layers(model, table)
     params = np.zeros(table.p)
     embedding = model.vocab * model.hidden
@@ -493,35 +510,56 @@ def persistent_bytes_per_worker(model: ModelConfig, table: ScheduleTable) -> np.
             params[table.placement[r, s]] += layers[s] * model.params_per_layer
         params[table.placement[r, 0]] += embedding
         params[table.placement[r, table.n_stages - 1]] += embedding
+    if tensor_parallel != 1:
+        params = params / tensor_parallel
     return params * per_param
 
 
-def stage_activation_bytes(model: ModelConfig, table: ScheduleTable) -> np.ndarray:
+def stage_activation_bytes(model: ModelConfig, table: ScheduleTable, split: "ActivationSplit | None" = None) -> np.ndarray:
     """Bytes one microbatch stores at each stage from its F until its B (or W), ``(S,)``.
 
     The stage's layers times :meth:`ModelConfig.layer_activation_bytes`; with ``head_compute``
-    also the embedding's (stage 0) and the LM head's (stage ``S-1``) activations.
+    also the embedding's (stage 0) and the LM head's (stage ``S-1``) activations. ``split``: a
+    layout's tensor, sequence and context parallelism (docs/contract.md §3b): Korthikanti's
+    rows at ``tp`` (with or without sequence parallelism), everything ``/cp``; the embedding's
+    and the LM head's ``/(tp·cp)``.
     """
     b = model.microbatch_size(table.m)
-    per_stage = stage_layers(model, table) * model.layer_activation_bytes(b)
+    if split is None:
+        per_stage = stage_layers(model, table) * model.layer_activation_bytes(b)
+    else:
+        per_stage = stage_layers(model, table) * (model.layer_activation_bytes(b, split.tp, split.sequence_parallel) / split.cp)
     if model.head_compute:
-        per_stage[0] += model.embedding_activation_bytes(b)
-        per_stage[-1] += model.head_activation_bytes(b)
+        ends = 1.0 if split is None else float(split.tp * split.cp)
+        per_stage[0] += model.embedding_activation_bytes(b) / ends
+        per_stage[-1] += model.head_activation_bytes(b) / ends
     return per_stage
 
 
-def activation_bytes_per_worker(model: ModelConfig, table: ScheduleTable) -> np.ndarray:
+@dataclass(frozen=True)
+class ActivationSplit:
+    """How a layout splits one worker's activations: tensor ``tp`` (and sequence parallelism), context ``cp``."""
+
+    tp: int = 1
+    sequence_parallel: bool = False
+    cp: int = 1
+
+
+def activation_bytes_per_worker(model: ModelConfig, table: ScheduleTable, split: ActivationSplit | None = None) -> np.ndarray:
     """Peak activation bytes of each worker over the table, ``(p,)``.
 
     The peaks follow the table, worker by worker: an F stores its stage's activations
     (:func:`stage_activation_bytes`) until the B, or where the backward is split until the W,
     of the same microbatch and stage frees them; a split backward also holds
-    :meth:`ModelConfig.layer_pending_bytes` per layer from the start of its I to the end of its W.
+    :meth:`ModelConfig.layer_pending_bytes` per layer from the start of its I to the end of its W
+    (``/(tp·cp)`` under a ``split``).
     """
-    profile = table.activation_profile(stage_activation_bytes(model, table))
+    profile = table.activation_profile(stage_activation_bytes(model, table, split))
     if table.split_backward:
         b = model.microbatch_size(table.m)
         pending = stage_layers(model, table) * model.layer_pending_bytes(b)
+        if split is not None:
+            pending = pending / (split.tp * split.cp)
         profile = profile + _pending_profile(table, pending)
     return profile.max(axis=1, initial=0.0)
 
@@ -550,18 +588,21 @@ def _pending_profile(table: ScheduleTable, pending: np.ndarray) -> np.ndarray:
     return np.cumsum(delta, axis=1)[:, : table.length]
 
 
-def memory_figures(model: ModelConfig, table: ScheduleTable, m: int) -> MemoryFigures:
+def memory_figures(model: ModelConfig, table: ScheduleTable, m: int, split: ActivationSplit | None = None,
+                   tensor_parallel: int = 1, optimizer_shards: int = 1) -> MemoryFigures:
     """Bottleneck worker's peak activation bytes and persistent bytes at ``m`` microbatches.
 
     Args:
       model: the model (its recomputation, flash attention, head and stage-layer options apply).
       table: the schedule.
       m: microbatches (the table's).
+      split: a layout's activation split (:class:`ActivationSplit`; None: one GPU per worker).
+      tensor_parallel, optimizer_shards: a layout's parameter split (:func:`persistent_bytes_per_worker`).
     """
     if m != table.m:
         raise ValueError(f"m: memory_figures got m={m} for a table of m={table.m}")
-    activations = activation_bytes_per_worker(model, table)
-    persistent = persistent_bytes_per_worker(model, table)
+    activations = activation_bytes_per_worker(model, table, split)
+    persistent = persistent_bytes_per_worker(model, table, tensor_parallel, optimizer_shards)
     w = int(np.argmax(activations + persistent))
     return MemoryFigures(float(activations[w]), float(persistent[w]))
 

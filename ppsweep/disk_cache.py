@@ -7,12 +7,17 @@ per key. A key includes a hash of the source of every module that computes what 
 (:func:`source_version`), so a code change starts a fresh set of files and nothing stale is
 ever read. Files are written under a temporary name in the same directory and renamed into
 place (:func:`write_npz`), so concurrent writers (shards, worker processes) never expose a
-partial file; a file that cannot be read (damaged, truncated, foreign) reads as None
-(:func:`read_npz`) and its caller rebuilds and replaces it.
+partial file. Every file carries a digest of its content bound to its key
+(:func:`content_digest`); a file that cannot be read (damaged, truncated, foreign) or whose content
+does not match its digest (edited so that it still loads, or another key's file copied over it)
+reads as None (:func:`read_npz`) and its caller rebuilds and replaces it. A cache directory is
+therefore safe to share between users and jobs: what is read is what was written under that key
+(a digest without a secret: it stops accidents and stale copies, not a writer who recomputes it).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -61,6 +66,32 @@ def source_version(paths: Iterable[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+#: Folders of the package whose code computes no stored or cached value (figures, reports, the command line).
+NOT_COMPUTING = ("analysis", "viz", "paper", "cli")
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """:func:`source_version` of every module of the package that computes a stored value (all but
+    :data:`NOT_COMPUTING`): part of a results store's identity, so a store is never resumed,
+    sharded or repaired under other code."""
+    package = Path(__file__).resolve().parent
+    files = sorted(
+        (f for f in package.rglob("*.py") if f.relative_to(package).parts[0] not in NOT_COMPUTING),
+        key=lambda f: f.relative_to(package).as_posix(),
+    )
+    return source_version(files)
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (32 hexadecimal digits): an input file in a store's identity."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:32]
+
+
 def key_name(parts: Any) -> str:
     """The file name of a key: a hash of ``parts`` (JSON-serialisable) and ``.npz``."""
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32] + ".npz"
@@ -82,9 +113,26 @@ def read_npz(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
             arrays = {key: data[key] for key in data.files if key != "meta"}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError):
         return None
-    if not isinstance(meta, dict):
-        return None
+    if not isinstance(meta, dict) or meta.pop(DIGEST, None) != content_digest(path.name, meta, arrays):
+        return None  # edited, or another key's file copied over this one: rebuilt, never used
     return meta, arrays
+
+
+#: Key of a file's content digest in its metadata (:func:`content_digest`).
+DIGEST = "content_digest"
+
+
+def content_digest(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+    """Digest of a cache file's content bound to its key: the file name, the metadata and every
+    array's name, type, shape and bytes. :func:`read_npz` recomputes it, so a file edited so
+    that it still loads, or one key's file copied over another's, is rebuilt and never used."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(name.encode() + b"\0" + json.dumps(meta, sort_keys=True).encode())
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        digest.update(f"\0{key}\0{array.dtype.str}\0{array.shape}\0".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -104,7 +152,9 @@ def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
         fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+                plain = json.loads(json.dumps(meta))  # as read back (tuples as lists, keys as strings)
+                sealed = {**plain, DIGEST: content_digest(path.name, plain, arrays)}
+                np.savez_compressed(handle, meta=np.array(json.dumps(sealed)), **arrays)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -5,7 +5,9 @@
     python scripts/bench.py --large      # + a >= 10 million point sweep into a zarr store, end to end
     python scripts/bench.py --scaling    # + points/s and compile time as p and m grow (minutes)
     python scripts/bench.py --skip-table --noise   # noisy samples/s beside the noise-free scan
-    python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference
+    python scripts/bench.py --tables     # per-table work: build, compile, envelope programme, fast vs reference;
+                                         #   the array orders against their references at p=64, m=1024
+    python scripts/bench.py --skip-table --peers   # ppsweep beside the peers a user would pick, same grid, one run
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end, cold then warm (minutes)
@@ -437,6 +439,244 @@ def bench_tables(reps: int) -> dict:
             "ready_1f1b": ready, "ready_1f1b_cached": ready_cached}
 
 
+#: Orders timed by --tables at p = 64, m = 1024: schedule label -> its one-operation-at-a-time reference.
+def _reference_orders() -> dict:
+    from ppsweep.schedules import dualpipe, dualpipev, interleaved_1f1b, interleaved_zb, looped_bfs, zbv
+
+    def rows(fn):
+        return lambda p, m: tuple(tuple(fn(p, m, w)) for w in range(p))
+
+    return {
+        "interleaved_1f1b": rows(lambda p, m, w: interleaved_1f1b.worker_order(p, m, 2, w)),
+        "interleaved_1f1b@v=4": rows(lambda p, m, w: interleaved_1f1b.worker_order(p, m, 4, w)),
+        "looped_bfs": rows(lambda p, m, w: looped_bfs.worker_order(p, m, 2, w)),
+        "interleaved_zb": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 2, w)),
+        "zb_h1": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 1, w)),
+        "zbv": rows(zbv.worker_order),
+        "dualpipe": lambda p, m: dualpipe.worker_orders(p, m)[0],
+        "dualpipev": lambda p, m: dualpipev.worker_orders(p, m)[0],
+    }
+
+
+def bench_orders(reps: int, p: int = 64, m: int = 1024) -> None:
+    """Seconds of each array order (``build_order``) against its readable reference, at the design sweep's largest table."""
+    from ppsweep.schedules import get_schedule
+    from ppsweep.tables.build import resolve_options
+
+    print()
+    print(f"--tables, orders at p={p}, m={m}: build_order (arrays) against the one-operation-at-a-time reference,")
+    print(f"seconds (array: median of {reps}; reference: one run); equal orders checked.")
+    print(f"{'schedule':22s} {'ops':>8s} {'array':>7s} {'reference':>9s} {'speedup':>8s}")
+    for label, reference in _reference_orders().items():
+        schedule, options = get_schedule(label), resolve_options(label, {})
+        t_array = statistics.median(_seconds(lambda: schedule.build_order(p, m, **options)) for _ in range(reps))
+        t0 = time.perf_counter()
+        expected = reference(p, m)
+        t_ref = time.perf_counter() - t0
+        orders = schedule.build_order(p, m, **options).orders
+        if orders != expected:
+            raise AssertionError(f"{label}: the array order differs from its reference")
+        print(f"{label:22s} {int(orders.lengths.sum()):8d} {t_array:7.3f} {t_ref:9.3f} {t_ref / t_array:7.0f}x", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# --peers: ppsweep beside the tools a user would pick instead, on the same grid, in one run
+
+#: Schedules of --peers (one stage per worker: every peer's model applies), at p, m of the table above.
+PEER_SCHEDULES = ("1f1b", "zb_h1")
+#: The grid of --peers: bandwidth × latency of the cost model (65,536 points); the per-point
+#: peers run its first PEER_POINTS points, and their rate is points over their seconds.
+PEER_GRID = (256, 256)
+PEER_POINTS = 48
+
+
+def _peer_plan(table) -> list[tuple[int, int, int, str]]:
+    """The zero-bubble evaluator's walk over ``table``: ``(operation, worker, cross-stage input or -1, kind letter)``,
+    operations in the order of their start slots (a topological order: every input ends before its consumer starts)."""
+    from ppsweep.tables.fast_realize import table_ops
+    from ppsweep.tables.ops import KIND_LETTER, Kind, is_split
+
+    ops = table_ops(table)
+    by_start = np.argsort(ops.start, kind="stable")
+    key = {(int(ops.kind[i]), int(ops.micro[i]), int(ops.stage[i])): n for n, i in enumerate(by_start)}
+    last = table.n_stages - 1
+    plan = []
+    for n, i in enumerate(by_start):
+        kind, j, st = Kind(int(ops.kind[i])), int(ops.micro[i]), int(ops.stage[i])
+        dep = -1
+        if kind == Kind.F and st > 0:
+            dep = key[(int(Kind.F), j, st - 1)]
+        elif kind in (Kind.B, Kind.I) and st < last:
+            grad = Kind.I if is_split(table.split_backward, j, st + 1) else Kind.B
+            dep = key[(int(grad), j, st + 1)]
+        plan.append((n, int(ops.worker[i]), dep, KIND_LETTER[kind]))
+    return plan
+
+
+def _peer_stages(table) -> list[int]:
+    """The stage of each operation of :func:`_peer_plan`'s walk (for per-stage costs)."""
+    from ppsweep.tables.fast_realize import table_ops
+
+    ops = table_ops(table)
+    return ops.stage[np.argsort(ops.start, kind="stable")].tolist()
+
+
+def zero_bubble_rule(plan, cost: dict, comm, p: int, maximum=max, stage: list[int] | None = None):
+    """The zero-bubble repository's evaluation rule (``Graph.manual_order``'s ``put``), written anew.
+
+    Each operation, in order, ends at ``max(its worker's last end + cost, its cross-stage input's
+    end + comm + cost)``: a forward waits for the previous stage's forward, a backward (or input
+    gradient) for the next stage's, one ``comm`` per hop; W waits for nothing but its worker. With
+    floats (``maximum=max``) this is one point at a time, as the repository runs it; with numpy
+    arrays over the points (``maximum=np.maximum``) the same rule over a whole grid.
+
+    Args:
+      plan: :func:`_peer_plan`. cost: kind letter -> seconds (or, with ``stage``, per-stage seconds).
+      comm: seconds per hop (a float, or an array over points). p: workers.
+      maximum: ``max`` for floats, ``np.maximum`` for arrays.
+      stage: :func:`_peer_stages` where the costs differ by stage (None: one cost per kind).
+
+    Returns:
+      ``(end, span)``: the last operation's end (ppsweep's step time without optimizer), and the
+      repository's figure, the longest worker span from its first operation's start to its last end.
+    """
+    end = [0.0] * len(plan)
+    free = [0.0] * p
+    first = [None] * p
+    for n, w, dep, letter in plan:
+        c = cost[letter] if stage is None else cost[letter][stage[n]]
+        t = free[w] + c
+        if dep >= 0:
+            t = maximum(t, end[dep] + comm + c)
+        if first[w] is None:
+            first[w] = t - c
+        end[n] = free[w] = t
+    finish = free[0]
+    span = free[0] - first[0]
+    for w in range(1, p):
+        finish, span = maximum(finish, free[w]), maximum(span, free[w] - first[w])
+    return finish, span
+
+
+def torch_unit_steps(table) -> int:
+    """PyTorch's ``_simulate_comms_compute`` on ``table``'s order: its sends and receives added by
+    ``_add_send_recv``, then the dry run; the number of unit steps it takes (every action one step)."""
+    from torch.distributed.pipelining import schedules as torch_schedules
+
+    from ppsweep.tables.interchange import op_to_cell
+
+    placement = np.asarray(table.placement)[0]
+    stage_to_rank = lambda s: int(placement[s])  # noqa: E731
+    orders = table.orders()
+    compute = {w: [torch_schedules._Action.from_str(op_to_cell(op)) for op in row] for w, row in enumerate(orders)}
+    with_comms = torch_schedules._add_send_recv(compute, stage_to_rank, table.n_stages)
+    steps = torch_schedules._simulate_comms_compute(with_comms, stage_to_rank, table.n_stages)
+    return max(len(row) for row in steps.values())
+
+
+def bench_peers(reps: int) -> dict:
+    """points/s of ppsweep and of the peers on one grid, medians of ``reps``, with what each models."""
+    from ppsweep.schedules import get_schedule
+
+    model, system = configs()
+    nb, nl = PEER_GRID
+    n_points = nb * nl
+    p, m = 8, 32
+    print()
+    print(f"--peers: p={p}, m={m}, cost model megatron_128l on the baseline system, a {nb} x {nl} bandwidth x latency grid "
+          f"({n_points:,} points); message time per hop alpha + bytes/beta; no optimizer step, no gradient synchronisation.")
+    print(f"Whole-grid evaluators run all points (median of {reps} after a first call); per-point ones run the first "
+          f"{PEER_POINTS} (the reference simulator: 3) and their rate is points over seconds.")
+    print("x ppsweep: ppsweep's engine (auto) points/s over the row's. diff: largest relative difference of the row's step time")
+    print("from ppsweep's overlap t_sim on the points it ran.")
+    figures = {}
+    for name in PEER_SCHEDULES:
+        table = build_schedule(name, p, m)
+        c = stage_costs(model, system, table)
+        t_f, t_b, t_i, t_w = (np.asarray(x)[0] for x in (c.t_f, c.t_b, c.t_i, c.t_w))
+        beta = np.logspace(9, 12, nb)[:, None]
+        alpha = np.logspace(-7, -4, nl)[None, :]
+        msg = float(c.msg_bytes)
+        kw = dict(t_i=t_i, t_w=t_w, grad_bytes=0.0, t_opt=0.0)
+        grid_alpha, grid_beta = (a.ravel() for a in np.broadcast_arrays(alpha, beta))
+        hop = grid_alpha + msg / grid_beta  # the message time of one hop at each point
+        rows = []
+
+        def engine(method):
+            return simulate(table, t_f, t_b, alpha, beta, msg, "overlap", method=method, finish=False, **kw)
+
+        truth = np.asarray(engine("scan").t_sim).ravel()  # ppsweep's overlap step time (the scan: no envelope cap)
+        for method, label, models in (
+            ("auto", "ppsweep engine (envelope)", "per-worker order; overlap/blocking/contention/ports; any stage costs; "
+                     "the envelope built on the first call"),
+            ("scan", "ppsweep engine (scan)", "the same, as a max-plus scan (numba or JAX)"),
+        ):
+            _, warm, out = timed(lambda: engine(method), reps)
+            diff = float(np.max(np.abs(np.asarray(out.t_sim).ravel() - truth) / truth))
+            rows.append((label, n_points / warm, diff, models + (f"; method {out.method}" if method == "auto" else "")))
+
+        ref_points = list(range(0, n_points, n_points // 3))[:3]
+        times, diffs = [], []
+        for k in ref_points:
+            t0 = time.perf_counter()
+            r = reference_simulate(table, t_f, t_b, grid_alpha[k], grid_beta[k], msg, "overlap", **kw)
+            times.append(time.perf_counter() - t0)
+            diffs.append(abs(float(r.t_sim) - truth[k]) / truth[k])
+        rows.append(("ppsweep reference simulator", 1 / statistics.median(times), max(diffs),
+                     "the contract's rules one operation and one message at a time (the engine's reference)"))
+
+        plan = _peer_plan(table)
+        cost = {"F": float(t_f[0]), "B": float(t_b[0]), "I": float(t_i[0]), "W": float(t_w[0])}
+        spans = []
+
+        def zb_points():
+            out = [zero_bubble_rule(plan, cost, float(hop[k]), p) for k in range(PEER_POINTS)]
+            spans[:] = [s for _, s in out]
+            return np.array([e for e, _ in out])
+
+        _, warm, ends = timed(zb_points, reps)
+        rows.append(("zero-bubble rule, per point (their evaluator)", PEER_POINTS / warm,
+                     float(np.max(np.abs(ends - truth[:PEER_POINTS]) / truth[:PEER_POINTS])),
+                     "fixed order; end = max(worker free, input end + comm) + cost; one comm per hop; no links, no ports"))
+        _, warm, (ends, _) = timed(lambda: zero_bubble_rule(plan, cost, hop, p, maximum=np.maximum), reps)
+        rows.append(("zero-bubble rule, numpy over the grid", n_points / warm, float(np.max(np.abs(ends - truth) / truth)),
+                     "the same rule, one numpy operation per schedule operation over all points"))
+
+        schedule = get_schedule(name)
+        bubble = schedule.bubble_formula(p, m)
+        busy = m * float(t_f[0] + (t_i[0] + t_w[0] if table.split_backward else t_b[0]))
+
+        def closed():
+            return busy / (1 - bubble) + 2 * (p - 1) * hop
+
+        _, warm, out = timed(closed, reps)
+        rows.append(("closed form, Calculon's manner", n_points / max(warm, 1e-9), float(np.max(np.abs(out - truth) / truth)),
+                     f"busy / (1 - bubble formula {bubble:.4f}) + 2(p-1) exposed hops; no order, no waits"))
+
+        try:
+            first, warm, steps = timed(lambda: torch_unit_steps(table), reps)
+            rows.append(("PyTorch _simulate_comms_compute", 1 / warm, float("nan"),
+                         f"unit steps ({steps} for this order), every action one step; no durations, so one call per "
+                         "schedule, the same answer at every point (rate: calls/s)"))
+        except Exception as error:  # noqa: BLE001 - torch missing or refusing this order: say so, keep the others
+            rows.append(("PyTorch _simulate_comms_compute", float("nan"), float("nan"), f"not run: {type(error).__name__}: {error}"))
+
+        engine_rate = rows[0][1]
+        print()
+        print(f"{name}: {len(plan)} operations")
+        print(f"  {'evaluator':46s} {'points/s':>9s} {'x ppsweep':>10s} {'diff':>8s}  models")
+        for label, rate, diff, models in rows:
+            ratio = engine_rate / rate if rate == rate else float("nan")
+            print(f"  {label:46s} {fmt_rate(rate) if rate == rate else '-':>9s} "
+                  f"{'-' if ratio != ratio else f'{ratio:,.0f}x' if ratio >= 10 else f'{ratio:.2g}x':>10s} "
+                  f"{'-' if diff != diff else f'{diff:.1e}':>8s}  {models}", flush=True)
+        spans_below = float(np.median(1 - np.array(spans) / truth[:PEER_POINTS]))
+        print(f"  (the zero-bubble repository reports the longest worker span, not the step time: {spans_below:.1%} below it "
+              "at the median point)")
+        figures[name] = {label: rate for label, rate, _, _ in rows}
+    return figures
+
+
 def _disk_read_seconds(name: str, p: int, m: int) -> float:
     """Seconds to get a built table back from the disk cache (:mod:`ppsweep.tables.cache`), in a temporary directory."""
     from ppsweep.tables import build as build_mod
@@ -657,6 +897,8 @@ def main() -> None:
     parser.add_argument("--ref-points", type=int, default=3, help="points the reference simulator runs per row")
     parser.add_argument("--skip-table", action="store_true", help="skip the per-schedule table")
     parser.add_argument("--tables", action="store_true", help="per-table work: build, compile, envelope (fast vs reference)")
+    parser.add_argument("--peers", action="store_true",
+                        help="ppsweep beside the zero-bubble evaluator, PyTorch's dry run, a closed form, the reference")
     parser.add_argument("--million", action="store_true", help="also run +sweep=million end to end")
     parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
     parser.add_argument("--compare-workers", action="store_true",
@@ -685,6 +927,9 @@ def main() -> None:
         figures["envelope"] = mixed(rows, "overlap", "env_f64")
     if args.tables:
         figures.update(bench_tables(args.reps))
+        bench_orders(args.reps)
+    if args.peers:
+        bench_peers(args.reps)
     if args.million:
         more = (("warm, engine.workers=1", ["engine.workers=1"]),) if args.compare_workers else ()
         million, warm, *one = bench_sweep_cold_warm("million", [], more)

@@ -25,7 +25,7 @@ from ppsweep.cost_profile import (
 from ppsweep.engine import simulate
 from ppsweep.engine.comm import MODES
 from ppsweep.engine.reference import reference_simulate
-from ppsweep.store.results import fingerprint
+from ppsweep.store.results import fingerprint, identity, identity_difference
 from ppsweep.sweep.config import compose_config, load_plan, spec_from_config
 from ppsweep.tables.build import build_schedule
 
@@ -199,10 +199,18 @@ def test_identity_covers_the_profile_content_not_its_path(tmp_path):
     b = write_yaml(tmp_path / "b.yaml", UNEQUAL)
     c = write_yaml(tmp_path / "c.yaml", {**UNEQUAL, "t_w": [0.010, 0.013, 0.012, 0.0091]})
 
-    def digest(path: Path) -> str:
-        return fingerprint(spec_from_config(compose_config([*SWEEP, f"costs.profile={path}"])))
+    def spec(path: Path):
+        return spec_from_config(compose_config([*SWEEP, f"costs.profile={path}"]))
 
-    assert digest(a) == digest(b) != digest(c)
+    def digest(path: Path) -> str:
+        return fingerprint(spec(path))
+
+    # The values are in the identity; so is the file's recorded place (its absolute path and digest,
+    # ``inputs``: a store is resumed and repaired from the file it was computed from).
+    same_content = identity(spec(a)), identity(spec(b))
+    assert same_content[0]["profile"] == same_content[1]["profile"]
+    assert identity_difference(*same_content).startswith("input file.costs.profile.path:")
+    assert digest(a) != digest(c) and identity(spec(a))["profile"] != identity(spec(c))["profile"]
     assert digest(a) != fingerprint(spec_from_config(compose_config([s for s in SWEEP if s != "costs=profile"])))
 
 

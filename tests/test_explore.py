@@ -22,6 +22,7 @@ import zarr
 from ppsweep import analysis
 
 from ppsweep.viz import explore
+from ppsweep.store.integrity import record_layout
 from ppsweep.store.results import CHECKSUM, done_units, read_unit, unit_checksum
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -47,7 +48,8 @@ def sample_store(store, tmp_path_factory):
     # A hand-made store: its units' checksums must cover the values written here.
     group = zarr.open_group(str(path))
     for i, j in np.argwhere(done_units(group)).tolist():
-        group[CHECKSUM][i, j] = unit_checksum(read_unit(group, i, j))
+        group[CHECKSUM][i, j] = unit_checksum(read_unit(group, i, j), i, j, group.attrs["fingerprint"])
+    record_layout(path)  # and its layout is this one
     return path
 
 

@@ -21,7 +21,7 @@ import zarr
 from omegaconf import OmegaConf
 
 from ppsweep.cli.main import run
-from ppsweep.sweep.config import ABSENT_WHEN_NONE, NOT_IN_IDENTITY, RUN_KEYS, SweepSpec, compose_config, spec_from_config
+from ppsweep.sweep.config import ABSENT_WHEN_NONE, NOT_IN_IDENTITY, RUN_KEYS, SweepSpec, compose_config, load_config, spec_from_config
 from ppsweep.sweep.runner import run_sweep
 from ppsweep.store.results import (
     StoreError,
@@ -84,16 +84,28 @@ def reference(tmp_path_factory) -> Path:
 def test_every_spec_field_is_in_the_identity_or_explicitly_excluded():
     spec = spec_of()
     names = {f.name for f in dataclasses.fields(SweepSpec)}
+    when_set = {f.name for f in dataclasses.fields(SweepSpec) if f.metadata.get("identity") == "when_set"}
     assert set(NOT_IN_IDENTITY) <= names and set(ABSENT_WHEN_NONE) <= names
-    assert names - set(NOT_IN_IDENTITY) - set(ABSENT_WHEN_NONE) <= set(identity(spec))
+    assert names - set(NOT_IN_IDENTITY) - set(ABSENT_WHEN_NONE) - when_set <= set(identity(spec))
     # a field absent while None is in the identity once it has a value
     for name in ABSENT_WHEN_NONE:
         assert getattr(spec, name) is None and name not in identity(spec)
     assert "profile" in identity(spec_of("costs=profile", f"costs.profile={EXAMPLE_PROFILE}"))
+    # fields added after stores existed enter the identity once set (a layout sweep's)
+    layout = load_config(["+sweep=layout", "gpus=[8]", "p=[2]", "m=[4]"])
+    assert {"gpus", "tp", "cp", "layout", "systems"} <= set(identity(layout))
 
 
 #: Values to try for config keys that are not numbers (a new key of that kind must get one here).
+#: Keys that make a layout sweep (docs/contract.md §3b), which runs without noise.
+LAYOUT_KEYS = ("gpus", "tp", "dp", "cp", "layout", "systems")
 ALTERNATIVES = {
+    "gpus": [8],
+    "tp": [2],
+    "dp": [2],
+    "cp": [2],
+    "layout": {"sequence_parallel": True},
+    "systems": {"other": {"peak_flops": 1.0e15, "memory_bandwidth": 3.35e12, "bandwidth": 5.0e10, "latency": 5.0e-7}},
     "model.name": "other",
     "system.name": "other",
     "schedules": ["gpipe"],
@@ -142,18 +154,21 @@ def _changed(value):
 
 
 def test_every_config_key_changes_the_identity_unless_it_is_a_run_key():
-    base = OmegaConf.to_container(compose_config(["name=grid"]), resolve=True)
+    base = OmegaConf.to_container(compose_config(["name=grid", "noise.samples=2"]), resolve=True)  # noise on: its keys count
     base.pop("hydra", None)
-    digest = fingerprint(spec_from_config(base))
+    quiet = OmegaConf.to_container(compose_config(["name=grid"]), resolve=True)  # layout sweeps run without noise
+    quiet.pop("hydra", None)
+    digest, quiet_digest = fingerprint(spec_from_config(base)), fingerprint(spec_from_config(quiet))
     checked = []
     for key, value in _leaves(base):
         if key in RUN_KEYS or key.split(".")[0] in RUN_KEYS:
             continue
         new = ALTERNATIVES.get(key, _changed(value))
         assert new is not None, f"{key}: add a value to try to ALTERNATIVES"
-        cfg = OmegaConf.create(base)
+        layout_key = key.split(".")[0] in LAYOUT_KEYS
+        cfg = OmegaConf.create(quiet if layout_key else base)
         OmegaConf.update(cfg, key, new, force_add=True)
-        assert fingerprint(spec_from_config(cfg)) != digest, f"{key} does not change the store's identity"
+        assert fingerprint(spec_from_config(cfg)) != (quiet_digest if layout_key else digest), f"{key} does not change the store's identity"
         checked.append(key)
     assert {"comm.mode", "engine.method", "engine.dtype", "slots.f", "system.bandwidth", "p"} <= set(checked)
 

@@ -48,3 +48,16 @@ def test_show_and_trace_take_the_sweeps_key_names():
         "p": 4, "m": 8, "mode": "contention", "split": "1:2"}
     run = subprocess.run([sys.executable, "-m", "ppsweep.show", "1f1b", "p=[4,8]", "m=8"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr.strip() == "error: p: one point, one value (e.g. p=4), got [4,8]"
+
+
+def test_the_console_script_is_the_same_command():
+    import shutil
+    from pathlib import Path
+
+    script = shutil.which("ppsweep", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("ppsweep's console script is not installed beside this interpreter (pip install -e .)")
+    ours = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+    module = subprocess.run([sys.executable, "-m", "ppsweep", "--help"], capture_output=True, text=True, timeout=120)
+    assert ours.returncode == module.returncode == 0 and ours.stdout == module.stdout
+    assert subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60).stdout.startswith("ppsweep ")

@@ -1,7 +1,8 @@
 """Orders computed as arrays, and the two ways of placing an order as soon as possible.
 
-- 1F1B, Hanayo and Chimera (direct concatenation) build their orders with numpy (``build_order``); their one-operation-at-a-time
-  descriptions (``worker_order``) are the readable references they must equal. GPipe's array order
+- 1F1B, Hanayo, Chimera (direct concatenation), interleaved 1F1B, looped BFS, interleaved ZB (and ZB-H1),
+  ZB-V, DualPipe and DualPipeV build their orders with numpy (``build_order``); their one-operation-at-a-time
+  descriptions (``worker_order``, ``worker_orders``) are the readable references they must equal. GPipe's array order
   is checked against its definition written out here.
 - ``OrderArrays`` behaves as the tuples of operations it stands for.
 - ``fast_realize`` places an order column by column where it can (``_Columns``) and wavefront by
@@ -26,7 +27,20 @@ from ppsweep.tables.fast_realize import (
     well_formed,
 )
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules import chimera, get_schedule, gpipe, hanayo, one_f_one_b
+from ppsweep.schedules import (
+    chimera,
+    dualpipe,
+    dualpipev,
+    get_schedule,
+    gpipe,
+    hanayo,
+    interleaved_1f1b,
+    interleaved_zb,
+    looped_bfs,
+    one_f_one_b,
+    zb_h1,
+    zbv,
+)
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder, one_replica_layout
 from ppsweep.tables.table import realize
 
@@ -61,6 +75,39 @@ def test_chimera_array_order_equals_its_worker_by_worker_description(p, units):
     assert isinstance(order.orders, OrderArrays) and order.orders == expected
 
 
+#: (p, m) of the looped, V-shaped and DualPipe families: every m in the small range, so that every
+#: phase length (warm-up clipped by m, steady states of length 0, the V not filled) occurs.
+LOOPED = [(p, m) for p in (2, 3, 4, 5, 8) for m in range(1, 3 * p + 3)]
+
+
+@pytest.mark.parametrize("p,m", LOOPED)
+def test_looped_array_orders_equal_their_phase_by_phase_descriptions(p, m):
+    for v in (1, 2, 3):
+        expected = tuple(tuple(looped_bfs.worker_order(p, m, v, w)) for w in range(p))
+        assert looped_bfs.build_order(p, m, v).orders == expected, ("looped_bfs", v)
+        if interleaved_1f1b.why_unsupported(p, m, v) is not None:
+            continue
+        for module in (interleaved_1f1b, interleaved_zb):
+            order = module.build_order(p, m, v)
+            assert isinstance(order.orders, OrderArrays)
+            assert order.orders == tuple(tuple(module.worker_order(p, m, v, w)) for w in range(p)), (module.__name__, v)
+    assert zb_h1.build_order(p, m).orders == tuple(tuple(interleaved_zb.worker_order(p, m, 1, w)) for w in range(p))
+    assert zbv.build_order(p, m).orders == tuple(tuple(zbv.worker_order(p, m, w)) for w in range(p))
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 8])
+def test_dualpipe_array_orders_equal_their_phase_by_phase_descriptions(p):
+    # pairs F&B, the middle worker's first step apart, the split from phase 6's middle on, W in FIFO order
+    for m in range(2 * p, 4 * p + 3):
+        for module in (dualpipe, dualpipev):
+            if module.why_unsupported(p, m) is not None:
+                continue
+            expected, split = module.worker_orders(p, m)
+            order = module.build_order(p, m)
+            assert isinstance(order.orders, OrderArrays) and order.orders.micro2 is not None
+            assert order.orders == expected and order.split_backward == split, (module.__name__, m)
+
+
 def test_order_arrays_behave_as_the_tuples_they_hold():
     rows = ((Op(Kind.F, 0, 0), Op(Kind.B, 0, 0)), (Op(Kind.F, 0, 1),))
     arrays = OrderArrays(np.array([2, 1]), [1, 2, 1], [0, 0, 0], [0, 0, 1])
@@ -70,6 +117,11 @@ def test_order_arrays_behave_as_the_tuples_they_hold():
     assert arrays != rows[:1]
     with pytest.raises(ValueError, match="sum\\(lengths\\)=3"):
         OrderArrays(np.array([2, 1]), [1, 2], [0, 0], [0, 0])
+    # a pair F&B carries its backward half in micro2, stage2 (-1 for the other operations)
+    with_pair = OrderArrays(np.array([1, 1]), [5, 1], [0, 0], [0, 1], micro2=[1, -1], stage2=[1, -1])
+    assert with_pair == ((Op(Kind.FB, 0, 0, 1, 1),), (Op(Kind.F, 0, 1),))
+    with pytest.raises(ValueError, match="sum\\(lengths\\)=2"):
+        OrderArrays(np.array([1, 1]), [5, 1], [0, 0], [0, 1], micro2=[1], stage2=[1, -1])
 
 
 def _asap_inputs(order: ScheduleOrder, f_slots: int, b_slots: int):

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 import zarr
 from zarr.codecs import ZstdCodec
@@ -39,11 +40,19 @@ def stored(path: Path) -> dict[str, np.ndarray]:
     return {name: np.asarray(array[...]) for name, array in group.arrays()}
 
 
-def test_coordinates_are_written_as_xarray_writes_them(tmp_path):
-    # every kind of coordinate: strings (schedule, recompute, comm), integers (p, m, sample), floats
-    spec = load_config(["+sweep=fits", "p=[4,8]", "m=[16]", "compute=[1e14,1e15]", "noise.samples=2",
-                        "comm.mode=[overlap,ports]"])
-    assert set(spec.coords()) == set(DIMENSIONS)
+LAYOUT_ONLY = {"gpus", "tp", "dp", "cp", "system"}
+
+
+@pytest.mark.parametrize("kind", ["pipeline", "layout"])
+def test_coordinates_are_written_as_xarray_writes_them(tmp_path, kind):
+    # every kind of coordinate: strings (schedule, recompute, comm, system), integers (p, m, sample, tp, …), floats
+    if kind == "pipeline":
+        spec = load_config(["+sweep=fits", "p=[4,8]", "m=[16]", "compute=[1e14,1e15]", "noise.samples=2",
+                            "comm.mode=[overlap,ports]"])
+        assert set(spec.coords()) == set(DIMENSIONS) - LAYOUT_ONLY
+    else:
+        spec = load_config(["+sweep=layout", "gpus=null", "tp=[1,2]", "dp=[1,4]", "cp=[1,2]", "p=[4]", "m=[16]"])
+        assert LAYOUT_ONLY - {"gpus"} <= set(spec.coords())
     create_store(tmp_path / "ours.zarr", spec, "config")
     reference = xr.Dataset(coords=spec.coords())  # what the layout was written with before: xarray's to_zarr
     for name in reference.coords:
@@ -52,7 +61,7 @@ def test_coordinates_are_written_as_xarray_writes_them(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference.to_zarr(str(tmp_path / "xarray.zarr"), mode="w-", zarr_format=3, consolidated=False)
-    for name in DIMENSIONS:
+    for name in spec.coords():
         ours, theirs = (json.loads((tmp_path / store / name / "zarr.json").read_text()) for store in ("ours.zarr", "xarray.zarr"))
         assert ours == theirs, name
         assert (tmp_path / "ours.zarr" / name / "c" / "0").read_bytes() == (tmp_path / "xarray.zarr" / name / "c" / "0").read_bytes(), name

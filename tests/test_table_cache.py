@@ -75,3 +75,27 @@ def test_cache_off(tmp_path, monkeypatch):
     fresh("gpipe", 4, 8)
     assert not list(tmp_path.glob("*.npz"))
     build_mod._build_cached.cache_clear()
+
+
+def test_a_file_that_still_loads_but_is_another_keys_or_edited_is_rebuilt(cache):
+    """Issue 34: gpipe's table file copied over 1f1b's (peak memory x128 in a sweep), or an array
+    edited and the file re-saved under its name: each loads, neither is used."""
+    import json
+
+    from ppsweep import disk_cache
+
+    gpipe, one_f = fresh("gpipe", 4, 8), fresh("1f1b", 4, 8)
+    key = cache / table_cache.table_key("1f1b", 4, 8, 1, 2, ())
+    other = cache / table_cache.table_key("gpipe", 4, 8, 1, 2, ())
+    key.write_bytes(other.read_bytes())
+    assert np.load(key, allow_pickle=False)["kind"].size  # a valid file, gpipe's
+    assert_same(fresh("1f1b", 4, 8), one_f)
+    with np.load(key, allow_pickle=False) as data:  # edit one array, keep the metadata (and its digest): re-save
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    arrays["micro"] = (arrays["micro"] + 1).astype(arrays["micro"].dtype)
+    np.savez_compressed(key, meta=np.array(json.dumps(meta)), **arrays)
+    assert disk_cache.read_npz(key) is None
+    assert_same(fresh("1f1b", 4, 8), one_f)
+    assert disk_cache.read_npz(key) is not None  # replaced by the rebuilt table
+    assert_same(fresh("gpipe", 4, 8), gpipe)

@@ -76,7 +76,9 @@ def fastest_that_fits(
     Returns:
       Dataset over every other dimension of ``t_sim`` plus ``memory_capacity``, with ``choice``
       (int index into the ``option`` coordinate, -1 where nothing fits), ``choice_label``,
-      ``t_fit`` (s), ``t_free`` (s, no cap), ``memory_cost`` (1), ``n_fit`` (options that fit),
+      ``t_fit`` (s), ``t_free`` (s, no cap), ``memory_cost`` (1), ``runner_up`` (the second
+      fastest option that fits, -1: none), ``t_runner_up`` (s), ``margin`` (``t_runner_up /
+      t_fit - 1``), ``n_fit`` (options that fit),
       ``fit_changes_winner`` (the choice is not the uncapped winner) and ``rank_fit`` (with the
       ``option`` dimension).
     """
@@ -96,6 +98,13 @@ def fastest_that_fits(
     ranks = rank_lower_better(values, axis=0)
     free_ranks = rank_lower_better(free_values, axis=0)
     choice = np.where(np.any(ranks == 1, axis=0), np.argmax(ranks == 1, axis=0), -1)
+    # The runner-up: the fastest fitting option after the choice (ties with it included).
+    second_values = values.copy()
+    np.put_along_axis(second_values, np.maximum(choice, 0)[None], np.nan, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        t_second = np.nanmin(second_values, axis=0)
+    second = np.where(np.isfinite(t_second), np.argmin(np.where(np.isnan(second_values), np.inf, second_values), axis=0), -1)
     free_choice = np.where(np.any(free_ranks == 1, axis=0), np.argmax(free_ranks == 1, axis=0), -1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: nothing fits
@@ -111,6 +120,8 @@ def fastest_that_fits(
     t_free_b = free_da.broadcast_like(t_fit_da).transpose(*rest)
     free_choice_b = free_choice_da.broadcast_like(choice_da).transpose(*rest)
     label_da = xr.DataArray(np.where(choice >= 0, labels[np.maximum(choice, 0)], ""), dims=rest, coords=coords)
+    second_da = xr.DataArray(second, dims=rest, coords=coords)
+    t_second_da = xr.DataArray(t_second, dims=rest, coords=coords)
     out = xr.Dataset(
         {
             "choice": choice_da.assign_attrs(long_name="fastest option that fits (index into option_label; -1: none fits)"),
@@ -118,6 +129,9 @@ def fastest_that_fits(
             "t_fit": t_fit_da.assign_attrs(units="s", long_name="step time of the fastest option that fits"),
             "t_free": t_free_b.assign_attrs(units="s", long_name="step time of the fastest valid option, no cap"),
             "memory_cost": (t_fit_da / t_free_b - 1).assign_attrs(units="1", long_name="t_fit / t_free - 1"),
+            "runner_up": second_da.assign_attrs(long_name="second fastest option that fits (index into option_label; -1: none)"),
+            "t_runner_up": t_second_da.assign_attrs(units="s", long_name="step time of the runner-up"),
+            "margin": (t_second_da / t_fit_da - 1).assign_attrs(units="1", long_name="t_runner_up / t_fit - 1"),
             "n_fit": xr.DataArray(np.sum(np.isfinite(values), axis=0), dims=rest, coords=coords).assign_attrs(
                 long_name="options that fit"
             ),

@@ -78,9 +78,10 @@ def check_dataset(dataset: xr.Dataset, where: str = "dataset") -> None:
             raise AnalysisError(f"{where}: t_sim lacks the {dim!r} dimension; not a ppsweep results store")
     if dims[:3] != ("schedule", "p", "m"):
         raise AnalysisError(f"{where}: t_sim dimensions {dims} do not start with (schedule, p, m)")
+    layout = tuple(d for d in ("gpus", "tp", "dp", "cp") if d in dims)  # a layout sweep's (docs/contract.md §3b)
     for name in ("bubble_formula", "bubble_table", "valid"):
-        if dataset[name].dims != ("schedule", "p", "m"):
-            raise AnalysisError(f"{where}: {name} has dimensions {dataset[name].dims}, expected (schedule, p, m)")
+        if dataset[name].dims != ("schedule", "p", "m", *layout):
+            raise AnalysisError(f"{where}: {name} has dimensions {dataset[name].dims}, expected {('schedule', 'p', 'm', *layout)}")
     if dataset["done"].dims != ("p", "m"):
         raise AnalysisError(f"{where}: done has dimensions {dataset['done'].dims}, expected (p, m)")
     if dataset.sizes["schedule"] > 62:

@@ -18,6 +18,11 @@ Prints a short report:
 - **sensitivity** (:mod:`ppsweep.analysis.sensitivity`): how far each axis must move before the
   sim winner changes (median factor over the points where it changes at all).
 
+A layout sweep's store (``+sweep=layout``) gets its own report instead
+(:func:`ppsweep.analysis.layouts.layout_report`): per GPU count, cluster and capacity the fastest
+(layout, schedule, m, recompute) that fits, its tokens/s and model FLOP/s per GPU, the runner-up,
+the best other layout and their margins, and the choice at every inter-node bandwidth.
+
 and writes the figures of :func:`ppsweep.viz.plots.write_figures` beside the store
 (``results/<name>_figures/``, or ``--figures DIR``). Bad input (no store, not a ppsweep
 store) prints one line ``error: ...`` and exits with 2. An unfinished store is analysed with a
@@ -231,6 +236,12 @@ def run(argv: list[str] | None = None) -> str:
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
+    from ppsweep.analysis.layouts import is_layout_store, layout_report
+
+    if is_layout_store(dataset):  # a layout sweep: the fastest layout that fits (README, "The whole layout")
+        sizes = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
+        lines, _ = layout_report(dataset)
+        return "\n".join([f"{path}: {describe(dict(dataset.attrs))}", f"  grid: {sizes}", "", *lines])
     from ppsweep.analysis import uncertainty_report  # P(win) and regret (README, "Uncertainty")
 
     noisy, dataset = dataset, uncertainty_report.nominal_view(dataset)

@@ -101,11 +101,23 @@ def run_outcome(cfg: Any) -> dict:
                 "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
             )
 
+    from ppsweep.store.results import is_ppsweep_store
+
+    if (plan.path.exists() or plan.path.is_symlink()) and not is_ppsweep_store(plan.path):
+        return fail(
+            2,
+            f"{where}: exists and is not a ppsweep store (no ppsweep metadata); "
+            + ("overwrite=true replaces only a ppsweep store: " if overwrite else "")
+            + "choose another name=... or results_dir=...",
+        )
     from ppsweep.sweep.estimate import check_limits, estimate
 
     spec = plan.spec
     units = plan.units
-    figures = estimate(spec, units)
+    try:
+        figures = estimate(spec, units)
+    except ValueError as error:  # a user schedule that fails on its tiny table
+        return fail(2, str(error))
     if plan.dry_run:
         return say(f"{figures.line()}; dry run: nothing computed, {where} untouched")
     try:
@@ -135,6 +147,8 @@ def run_outcome(cfg: Any) -> dict:
         return fail(2, str(error))
     except ClusterError as error:
         return fail(1, f"{error}; the units written before stay valid (re-run the same command to resume)")
+    except ValueError as error:  # a user schedule failing at one of the sweep's points: written units stay valid
+        return fail(2, f"{' '.join(str(error).split())}; the units written to {where} stay valid")
     except OSError as error:
         return fail(
             1,

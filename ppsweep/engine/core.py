@@ -42,6 +42,7 @@ from ppsweep.engine import envelope as _envelope
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.costs import Costs
+from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, scan_implementation  # noqa: F401 - re-exported
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends
 from ppsweep.engine.tiers import Tiers, check_worker_node
 from ppsweep.tables.ops import Kind
@@ -50,8 +51,6 @@ from ppsweep.tables.table import ScheduleTable
 
 __all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "simulate", "simulate_costs"]
 
-#: Accepted values of ``method``.
-METHODS = ("auto", "scan", "envelope")
 
 #: Default ``chunk``: most points one compiled scan call handles per device (its state stays in
 #: the CPU's cache; measured on 2 cores: 1024 points ~2x faster than 16384).
@@ -100,13 +99,6 @@ class SimResult:
     def idle_fraction(self, p: int) -> np.ndarray:
         """``idle_sim = 1 - compute_time / (p · t_sim)``."""
         return 1.0 - self.compute_time / (p * self.t_sim)
-
-
-def check_method(method: str) -> str:
-    """``method`` if it is a known engine method, else a ValueError naming the accepted ones."""
-    if method not in METHODS:
-        raise ValueError(f"engine.method: unknown method {method!r}; accepted: {', '.join(METHODS)}")
-    return method
 
 
 def simulate(
@@ -424,21 +416,6 @@ def _run_scan(
     finish = _point_major(np.moveaxis(finish, 1, 0), k)[:, :n].astype(np.float64)
     return t_sim, finish, path
 
-
-#: Environment variable choosing the scan's implementation: ``auto`` (default: the compiled CPU
-#: loop of :mod:`ppsweep.engine.native_scan` where JAX runs on one CPU device and there is no
-#: noise, else the JAX scan), ``jax`` or ``native``. Both give the same results to the bit.
-SCAN_ENV = "PPSWEEP_SCAN"
-
-
-def scan_implementation() -> str:
-    """``auto``, ``jax`` or ``native``: :data:`SCAN_ENV`, or a ValueError naming the accepted values."""
-    import os
-
-    choice = os.environ.get(SCAN_ENV, "auto") or "auto"
-    if choice not in ("auto", "jax", "native"):
-        raise ValueError(f"{SCAN_ENV}: unknown scan {choice!r}; accepted: auto, jax, native")
-    return choice
 
 
 def _native_scan(devices: list) -> bool:

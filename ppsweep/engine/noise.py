@@ -62,6 +62,10 @@ DISTRIBUTIONS = ("normal", "uniform", "lognormal")
 STREAM_COMPUTE, STREAM_MESSAGE, STREAM_STRAGGLER = 0, 1, 2
 #: Keys of the ``noise`` config block.
 NOISE_KEYS = ("samples", "seed", "compute", "message", "straggler")
+#: Largest accepted values (README, "Uncertainty"): beyond them a sweep is a typo, not a study.
+#: ``samples``: a dimension of every per-point variable; ``cv``: a jitter whose factors span many
+#: orders of magnitude already at 10; ``slowdown``: a factor on a straggler's compute times.
+MAX_SAMPLES, MAX_CV, MAX_SLOWDOWN = 100_000, 10.0, 1000.0
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,8 @@ class Jitter:
         if dist not in DISTRIBUTIONS:
             raise ValueError(f"noise.{name}.dist: unknown distribution {dist!r}; accepted: {', '.join(DISTRIBUTIONS)}")
         cv = _number(f"noise.{name}.cv", value.get("cv", 0.0))
-        if cv < 0:
-            raise ValueError(f"noise.{name}.cv: must be >= 0, got {cv}")
+        if not 0 <= cv <= MAX_CV:
+            raise ValueError(f"noise.{name}.cv: must be in [0, {MAX_CV:g}], got {cv:g}")
         if dist == "uniform" and cv > 1 / math.sqrt(3):
             raise ValueError(f"noise.{name}.cv: a uniform jitter needs cv <= 1/sqrt(3) = 0.577 (factors >= 0), got {cv}")
         return cls(dist=dist, cv=cv)
@@ -161,6 +165,8 @@ class NoiseConfig:
         if unknown:
             raise ValueError(f"noise: unknown key {unknown[0]!r}; accepted: {', '.join(NOISE_KEYS)}")
         samples = _integer("noise.samples", value.get("samples", 0))
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"noise.samples: must be at most {MAX_SAMPLES:,} (a sample dimension of that length), got {samples:,}")
         seed = _integer("noise.seed", value.get("seed", 0))
         if seed >= 2**32:
             raise ValueError(f"noise.seed: must be < 2**32, got {seed}")
@@ -179,13 +185,23 @@ class NoiseConfig:
         if not 0 <= prob <= 1:
             raise ValueError(f"noise.straggler.prob: must be in [0, 1], got {prob}")
         slowdown = _number("noise.straggler.slowdown", straggler.get("slowdown", 1.0))
-        if slowdown < 1:
-            raise ValueError(f"noise.straggler.slowdown: must be >= 1 (a factor on the straggler's compute times), got {slowdown}")
+        if not 1 <= slowdown <= MAX_SLOWDOWN:
+            raise ValueError(f"noise.straggler.slowdown: must be in [1, {MAX_SLOWDOWN:g}] (a factor on the straggler's compute times), got {slowdown:g}")
+        compute = Jitter.from_mapping("compute", value.get("compute"))
+        message = Jitter.from_mapping("message", value.get("message"))
+        if samples == 0:
+            given = [f"noise.{k}.cv={j.cv:g}" for k, j in (("compute", compute), ("message", message)) if j.cv > 0]
+            given += [f"noise.straggler.prob={prob:g}"] if prob > 0 else []
+            if given:
+                raise ValueError(
+                    f"noise.samples: 0 turns noise off, but {given[0]} is set; give noise.samples=N (N >= 1) to draw N samples, "
+                    "or leave the noise settings at 0"
+                )
         return cls(
             samples=samples,
             seed=seed,
-            compute=Jitter.from_mapping("compute", value.get("compute")),
-            message=Jitter.from_mapping("message", value.get("message")),
+            compute=compute,
+            message=message,
             straggler_prob=prob,
             straggler_slowdown=slowdown,
             straggler_workers=workers,
@@ -219,6 +235,8 @@ def _number(name: str, value: Any) -> float:
 
 
 def _integer(name: str, value: Any) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 1e9 on the command line
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
     return int(value)

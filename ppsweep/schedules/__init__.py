@@ -6,6 +6,7 @@ from ppsweep.schedules import (
     chimera,
     dualpipe,
     dualpipev,
+    flex,
     gpipe,
     hanayo,
     interleaved_1f1b,
@@ -35,6 +36,7 @@ SCHEDULES: dict[str, Schedule] = {
         zbv.SCHEDULE,
         dualpipe.SCHEDULE,
         dualpipev.SCHEDULE,
+        flex.SCHEDULE,
     )
 }
 

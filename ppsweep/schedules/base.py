@@ -30,16 +30,24 @@ class OrderArrays(Sequence):
     Attributes:
       lengths: int array ``(p,)``: operations of each worker.
       kind, micro, stage: int arrays ``(sum(lengths),)``: the operations, worker 0's first, each
-        worker's in its order.
+        worker's in its order (a pair F&B: its forward half).
+      micro2, stage2: the backward halves of pairs F&B (``-1`` for other operations), or None
+        where the orders have no pair.
     """
 
-    def __init__(self, lengths: np.ndarray, kind: np.ndarray, micro: np.ndarray, stage: np.ndarray) -> None:
+    def __init__(self, lengths: np.ndarray, kind: np.ndarray, micro: np.ndarray, stage: np.ndarray,
+                 micro2: np.ndarray | None = None, stage2: np.ndarray | None = None) -> None:
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.kind, self.micro, self.stage = (np.asarray(a, dtype=np.int64).reshape(-1) for a in (kind, micro, stage))
-        if not (self.kind.shape == self.micro.shape == self.stage.shape == (int(self.lengths.sum()),)):
+        arrays = [self.kind, self.micro, self.stage]
+        self.micro2 = self.stage2 = None
+        if micro2 is not None or stage2 is not None:
+            self.micro2, self.stage2 = (np.asarray(a, dtype=np.int64).reshape(-1) for a in (micro2, stage2))
+            arrays += [self.micro2, self.stage2]
+        if any(a.shape != (int(self.lengths.sum()),) for a in arrays):
             raise ValueError(
-                f"kind, micro and stage must each hold sum(lengths)={int(self.lengths.sum())} operations, "
-                f"got {self.kind.shape}, {self.micro.shape}, {self.stage.shape}"
+                f"kind, micro and stage (and micro2, stage2 where given) must each hold sum(lengths)="
+                f"{int(self.lengths.sum())} operations, got {', '.join(str(a.shape) for a in arrays)}"
             )
 
     @classmethod
@@ -59,7 +67,10 @@ class OrderArrays(Sequence):
     @cached_property
     def _rows(self) -> tuple[tuple[Op, ...], ...]:
         kinds = {int(k): k for k in Kind}
-        ops = [Op(kinds[k], j, s) for k, j, s in zip(self.kind.tolist(), self.micro.tolist(), self.stage.tolist())]
+        fields = [self.kind.tolist(), self.micro.tolist(), self.stage.tolist()]
+        if self.micro2 is not None:
+            fields += [self.micro2.tolist(), self.stage2.tolist()]
+        ops = [Op(kinds[k], *rest) for k, *rest in zip(*fields)]
         bounds = np.concatenate([[0], np.cumsum(self.lengths)]).tolist()
         return tuple(tuple(ops[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:]))
 

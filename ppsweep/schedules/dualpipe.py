@@ -37,6 +37,10 @@ F&B the pair); with the table's slots (F 1, B 2, I = W 1, F&B 3) that is ``p-2``
 ``3m`` busy ones (``m/2`` microbatches × 2 chunks × 3 slots): bubble ``(p-2)/(3m + p-2)``
 (:func:`bubble_formula`), equal to the table in the whole range (tested). Activations: DeepSeek's
 ``p+1`` microbatch-stages (of ``1/p`` of the model), on every worker (tested).
+
+:func:`phase_order` runs the phases one operation at a time (the reference, :func:`worker_orders`);
+:func:`phase_arrays` computes every worker's at once from the phases' lengths (what :func:`build_order`
+returns, DualPipeV's too; tested equal).
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ from typing import Callable
 
 import numpy as np
 
-from ppsweep.tables.ops import Kind, Op, pair
-from ppsweep.schedules.base import Schedule, ScheduleOrder
+from ppsweep.tables.ops import NONE, Kind, Op, pair
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder
+from ppsweep.schedules.phases import phase_tokens, running_count
 
 
 def phase_order(n: int, h: int, c: int, chunk_op: Callable[[Kind, int, int], Op]) -> tuple[list[Op], set[tuple[int, int]]]:
@@ -116,6 +121,66 @@ def phase_order(n: int, h: int, c: int, chunk_op: Callable[[Kind, int, int], Op]
     return order, split
 
 
+#: The tokens of :func:`phase_arrays`: (kind, chunk of the forward half, chunk of the backward half), -1: none.
+TOKENS = [
+    (Kind.F, 0, -1), (Kind.F, 1, -1), (Kind.B, -1, 0), (Kind.B, -1, 1), (Kind.I, -1, 0), (Kind.I, -1, 1),
+    (Kind.W, -1, -1), (Kind.FB, 0, 1), (Kind.FB, 1, 0),
+]
+F0, F1, B0, B1, I0, I1, W, F0B1, F1B0 = range(len(TOKENS))
+
+
+def phase_arrays(n: int, h: np.ndarray, c: int, chunk_place: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+                 ) -> tuple[OrderArrays, frozenset[tuple[int, int]]]:
+    """:func:`phase_order` of every worker at once: the same eight phases, their lengths as arrays.
+
+    Phase 4's first step is apart on the middle worker (4a), and phase 6 splits from its middle on:
+    ``(h+1)//2`` steps B1 B0, then on even ``h`` one step B1 I0, then I1 I0. The ``k``-th forward
+    (backward) half of a chunk is that chunk's ``k``-th; every call for a W finds one waiting, so the
+    ``k``-th W of a worker is the W of its ``k``-th I.
+
+    Args:
+      n, c: as :func:`phase_order`. h: ``(p,)`` the half rank of each worker.
+      chunk_place: ``(worker, chunk, k) -> (micro, stage)`` arrays: :func:`phase_order`'s ``chunk_op``.
+
+    Returns:
+      The orders, and the ``(micro, stage)`` pairs whose backward they split.
+    """
+    middle = (h == n - 1).astype(np.int64)
+    even = (h % 2 == 0).astype(np.int64)
+    phases = [  # (tokens of one repetition, repetitions on each worker)
+        ([F0], 2 * (n - 1 - h)),  # 1: nF0
+        ([F0, F1], h + 1),  # 2: nF0F1
+        ([I1, W, F1], n - 1 - h),  # 3: nI1W1F1
+        ([F0, B1, F1B0], middle * (c - 2 * n + h + 1 > 0)),  # 4a: the middle worker's first step, not overlapped
+        ([F0B1, F1B0], c - 2 * n + h + 1 - middle),  # 4: nF0B1F1B0
+        ([B1, F1B0], n - 1 - h),  # 5: nB1F1B0
+        ([B1, B0], (h + 1) // 2),  # 6: nB1B0, before the split
+        ([B1, I0], even),  # the middle step of an odd number of steps: split from chunk 0 on
+        ([I1, I0], h + 1 - (h + 1) // 2 - even),  # split
+        ([W, I0], n - 1 - h),  # 7: nWB0
+        ([W], h + 1),  # 8: nW
+    ]
+    lengths, token = phase_tokens([tokens for tokens, _ in phases], np.stack([count for _, count in phases], axis=1))
+    kind_of, f_chunk_of, b_chunk_of = (np.array([int(t[i]) for t in TOKENS]) for i in range(3))
+    kind, f_chunk, b_chunk = kind_of[token], f_chunk_of[token], b_chunk_of[token]
+    f_k, b_k = np.zeros(len(token), dtype=np.int64), np.zeros(len(token), dtype=np.int64)
+    for chunk in (0, 1):
+        for chunks, k in ((f_chunk, f_k), (b_chunk, b_k)):
+            mine = chunks == chunk
+            k[mine] = running_count(lengths, mine)[mine]
+    weights, inputs = kind == Kind.W, kind == Kind.I
+    b_chunk[weights], b_k[weights] = b_chunk[inputs], b_k[inputs]  # worker-major order: the k-th W is the k-th I's
+    worker = np.repeat(np.arange(len(h)), lengths)
+    f_micro, f_stage = chunk_place(worker, f_chunk, f_k)
+    b_micro, b_stage = chunk_place(worker, b_chunk, b_k)
+    has_forward = f_chunk >= 0
+    pairs = kind == Kind.FB
+    micro, stage = np.where(has_forward, f_micro, b_micro), np.where(has_forward, f_stage, b_stage)
+    micro2, stage2 = np.where(pairs, b_micro, NONE), np.where(pairs, b_stage, NONE)
+    split = frozenset(zip(micro[inputs].tolist(), stage[inputs].tolist()))
+    return OrderArrays(lengths, kind, micro, stage, micro2, stage2), split
+
+
 def why_unsupported(p: int, m: int) -> str | None:
     """None where DualPipe runs: ``p`` even, ``m`` even and ``m >= 2p``."""
     if p % 2:
@@ -125,8 +190,8 @@ def why_unsupported(p: int, m: int) -> str | None:
     return None
 
 
-def build_order(p: int, m: int) -> ScheduleOrder:
-    """Per-worker orders of DualPipe."""
+def worker_orders(p: int, m: int) -> tuple[tuple[tuple[Op, ...], ...], frozenset[tuple[int, int]]]:
+    """Every worker's :func:`phase_order`, one operation at a time (the reference of :func:`build_order`)."""
     half = m // 2
     orders, split = [], set()
     for w in range(p):
@@ -140,16 +205,29 @@ def build_order(p: int, m: int) -> ScheduleOrder:
         order, mine = phase_order(p // 2, h, half, chunk_op)
         orders.append(tuple(order))
         split |= mine
+    return tuple(orders), frozenset(split)
+
+
+def build_order(p: int, m: int) -> ScheduleOrder:
+    """Per-worker orders of DualPipe: :func:`worker_orders` as arrays (:func:`phase_arrays`)."""
+    half = m // 2
+    w = np.arange(p)
+
+    def chunk_place(worker: np.ndarray, chunk: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        down = (chunk == 0) == (worker < p // 2)  # chunk 0 is the down direction on the first half of the workers
+        return np.where(down, k, half + k), np.where(down, worker, p - 1 - worker)
+
+    orders, split = phase_arrays(p // 2, np.minimum(w, p - 1 - w), half, chunk_place)
     return ScheduleOrder(
         name="dualpipe",
         p=p,
         m=m,
         n_stages=p,
-        orders=tuple(orders),
+        orders=orders,
         placement=np.asarray([list(range(p)), list(range(p - 1, -1, -1))], dtype=np.int64),
         micro_replica=np.asarray([0] * half + [1] * half, dtype=np.int64),
         stage_fractions=np.full(p, 1.0 / p),
-        split_backward=frozenset(split),
+        split_backward=split,
     )
 
 

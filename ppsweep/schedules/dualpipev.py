@@ -21,9 +21,11 @@ every worker, read off the table (tested) — DeepSeek's ``p+1`` in their units.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ppsweep.tables.ops import Kind, Op
 from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
-from ppsweep.schedules.dualpipe import phase_order
+from ppsweep.schedules.dualpipe import phase_arrays, phase_order
 from ppsweep.schedules.phases import v_placement
 
 
@@ -34,8 +36,8 @@ def why_unsupported(p: int, m: int) -> str | None:
     return None
 
 
-def build_order(p: int, m: int) -> ScheduleOrder:
-    """Per-worker orders of DualPipeV."""
+def worker_orders(p: int, m: int) -> tuple[tuple[tuple[Op, ...], ...], frozenset[tuple[int, int]]]:
+    """Every worker's :func:`~ppsweep.schedules.dualpipe.phase_order`, one operation at a time (the reference)."""
     orders, split = [], set()
     for w in range(p):
 
@@ -45,9 +47,18 @@ def build_order(p: int, m: int) -> ScheduleOrder:
         order, mine = phase_order(p, w, m, chunk_op)
         orders.append(tuple(order))
         split |= mine
+    return tuple(orders), frozenset(split)
+
+
+def build_order(p: int, m: int) -> ScheduleOrder:
+    """Per-worker orders of DualPipeV: :func:`worker_orders` as arrays (:func:`~ppsweep.schedules.dualpipe.phase_arrays`)."""
+
+    def chunk_place(worker: np.ndarray, chunk: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return k, np.where(chunk == 0, worker, 2 * p - 1 - worker)
+
+    orders, split = phase_arrays(p, np.arange(p), m, chunk_place)
     return ScheduleOrder(
-        "dualpipev", p, m, 2 * p, tuple(orders), split_backward=frozenset(split),
-        **one_replica_layout(p, m, 2 * p, v_placement(p)),
+        "dualpipev", p, m, 2 * p, orders, split_backward=split, **one_replica_layout(p, m, 2 * p, v_placement(p)),
     )
 
 

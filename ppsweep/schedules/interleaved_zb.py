@@ -21,14 +21,28 @@ default 2).
 of ``1/v`` of a stage: ``(p-1)(F+I-W)/v`` against ``m(F+I+W)`` busy; with the table's unit F, I, W
 slots, ``(p-1)/(3·v·m + p-1)``. Peak activations (chunk-activations, freed by W): worker 0's
 warm-up, plus one, ``min((v-1)·r + p, v·m)``. The tests state where each is exact.
+
+:func:`worker_order` says the phases one operation at a time (the reference); :func:`order_arrays`
+computes every worker's at once with numpy (what :func:`build_order` returns; tested equal).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
 from ppsweep.schedules.interleaved_1f1b import why_unsupported as interleaved_why_unsupported
-from ppsweep.schedules.phases import check_int_option, looped_placement, one_f_one_b, round_robin, rounds_of
+from ppsweep.schedules.phases import (
+    check_int_option,
+    looped_placement,
+    one_f_one_b,
+    one_f_one_b_positions,
+    place,
+    round_robin,
+    round_robin_arrays,
+    rounds_of,
+)
 
 DEFAULT_V = 2
 
@@ -51,10 +65,22 @@ def worker_order(p: int, m: int, v: int, w: int) -> list[Op]:
     return one_f_one_b(forwards, grads, warmup(p, m, v, w), weight_lag=w)
 
 
+def order_arrays(p: int, m: int, v: int) -> OrderArrays:
+    """:func:`worker_order` of every worker at once: the same phases, as arrays (a W has its I's pass)."""
+    f_stage, f_micro = round_robin_arrays(p, m, v, backward=False)
+    i_stage, i_micro = round_robin_arrays(p, m, v, backward=True)
+    lag = np.arange(p)  # worker w's W passes trail its I passes by w
+    positions = one_f_one_b_positions(v * m, np.array([warmup(p, m, v, w) for w in range(p)]), weight_lag=lag)
+    kind = np.array([int(Kind.F), int(Kind.I), int(Kind.W)])[None, :, None]
+    micro = np.stack([f_micro, i_micro, i_micro])[None]
+    stage = np.stack([f_stage, i_stage, i_stage], axis=1)
+    return OrderArrays.from_grid(*place(positions, kind, micro, stage))
+
+
 def build_order(p: int, m: int, v: int = DEFAULT_V, name: str = "interleaved_zb") -> ScheduleOrder:
-    """Per-worker orders (``name`` lets ZB-H1, the ``v = 1`` case, keep its own name)."""
+    """Per-worker orders (:func:`order_arrays`; ``name`` lets ZB-H1, the ``v = 1`` case, keep its own name)."""
     v = check_int_option("v", v, 1)
-    orders = tuple(tuple(worker_order(p, m, v, w)) for w in range(p))
+    orders = order_arrays(p, m, v)
     layout = one_replica_layout(p, m, v * p, looped_placement(p, v))
     options = {"v": v} if name == "interleaved_zb" else {}
     return ScheduleOrder(name, p, m, v * p, orders, split_backward=True, options=options, **layout)

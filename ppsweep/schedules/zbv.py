@@ -25,13 +25,18 @@ start-up as overlapped with the previous step), with 1F1B's activation memory. L
 table's bubble derived here for unit F, I, W slots: each worker idles ``p-1`` chunk-slots,
 ``(p-1)/(6m + p-1)``; the tests say where it is exact. Peak activations: ``2p`` chunk-activations
 of ``1/(2p)`` of the model each, i.e. ``p`` microbatches' worth of a stage, as 1F1B.
+
+:func:`worker_order` runs the phases one operation at a time (the reference); :func:`order_arrays`
+computes every worker's at once from the phases' lengths (what :func:`build_order` returns; tested equal).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
-from ppsweep.schedules.phases import v_placement
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
+from ppsweep.schedules.phases import phase_tokens, running_count, v_placement
 
 
 def why_unsupported(p: int, m: int) -> str | None:
@@ -79,9 +84,48 @@ def worker_order(p: int, m: int, w: int) -> list[Op]:
     return [op for op in order if op.micro < m]
 
 
+#: The tokens of :func:`order_arrays`: (kind, chunk) of each.
+TOKENS = [(Kind.F, 0), (Kind.F, 1), (Kind.I, 0), (Kind.I, 1), (Kind.W, 0), (Kind.W, 1)]
+F0, F1, I0, I1, W0, W1 = range(len(TOKENS))
+
+
+def order_arrays(p: int, m: int) -> OrderArrays:
+    """:func:`worker_order` of every worker at once: its phases with their lengths worked out.
+
+    After the warm-ups worker ``w`` has run ``2p-w-1`` forwards of chunk 0 and ``p`` of chunk 1, so
+    the steady state's loop runs ``n-2p+w+1`` times with a forward of chunk 0 (until there are ``n``)
+    and ``p-w-1`` times without (until chunk 1 catches up); each chunk then has ``w`` W passes
+    waiting for cool-down 3. The ``k``-th pass of a kind and chunk is microbatch ``k``.
+    """
+    n = max(m, 2 * p - 1)
+    w = np.arange(p)
+    phases = [  # (tokens of one repetition, repetitions on each worker)
+        ([F0], 2 * (p - w) - 1),  # warm-up 1
+        ([F1, F0], w),  # warm-up 2
+        ([F1, I1, W1], p - w),  # warm-up 3
+        ([F0, I0, W0, F1, I1, W1], n - 2 * p + w + 1),  # steady state, with chunk 0's forwards
+        ([I0, W0, F1, I1, W1], p - w - 1),  # steady state, chunk 1 catching up
+        ([I0, I1], w),  # cool-down 1
+        ([I0, W0], p - w),  # cool-down 2
+        ([W1], w),  # cool-down 3
+        ([W0], w),
+    ]
+    lengths, token = phase_tokens([tokens for tokens, _ in phases], np.stack([count for _, count in phases], axis=1))
+    micro = np.zeros(len(token), dtype=np.int64)
+    for t in range(len(TOKENS)):
+        mine = token == t
+        micro[mine] = running_count(lengths, mine)[mine]
+    kind_of, chunk_of = (np.array([int(x[i]) for x in TOKENS]) for i in (0, 1))
+    worker = np.repeat(w, lengths)
+    stage = np.where(chunk_of[token] == 0, worker, 2 * p - 1 - worker)
+    kept = micro < m  # the passes of the microbatches that fill the V are left out
+    lengths = np.bincount(worker[kept], minlength=p)
+    return OrderArrays(lengths, kind_of[token][kept], micro[kept], stage[kept])
+
+
 def build_order(p: int, m: int) -> ScheduleOrder:
-    """Per-worker orders of ZB-V."""
-    orders = tuple(tuple(worker_order(p, m, w)) for w in range(p))
+    """Per-worker orders of ZB-V (:func:`order_arrays`)."""
+    orders = order_arrays(p, m)
     return ScheduleOrder("zbv", p, m, 2 * p, orders, split_backward=True, **one_replica_layout(p, m, 2 * p, v_placement(p)))
 
 

@@ -15,12 +15,17 @@ temporary name and renames it into place, so a kill, a full disk or an I/O error
 chunk either old or new, never torn.
 
 Identity (:func:`identity`): every field of the :class:`SweepSpec` (generically; only
-``ppsweep.sweep.config.NOT_IN_IDENTITY`` is left out), the store format and the ppsweep version. A run
-of another identity is refused, naming the first setting that differs.
+``ppsweep.sweep.config.NOT_IN_IDENTITY`` is left out; the spec's ``inputs`` hold every input file's
+absolute path and digest), the store format, the ppsweep version and the digest of the package's
+code. A run of another identity is refused, naming the first setting that differs.
 
-Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`), then its
-``done`` flag. Resume (:func:`pending_units`), :func:`open_results` and ``python -m
-ppsweep.verify`` compare every finished unit with its checksum (:func:`damaged_units`).
+Integrity: a unit writes its chunks, then its ``checksum`` (:func:`unit_checksum`, keyed by the
+unit's place and the store's fingerprint), then its ``done`` flag. Resume (:func:`pending_units`),
+:func:`open_results` and ``python -m ppsweep.verify`` compare every finished unit with its
+checksum (:func:`damaged_units`), and the layout (coordinates, metadata, attributes) with the
+record written when it was created (:mod:`ppsweep.store.integrity`); a re-run rewrites a damaged
+layout from the recorded config (:func:`check_store`, :func:`restore_layout`). ``overwrite``
+replaces only a ppsweep store (:func:`is_ppsweep_store`).
 
 Writers (:mod:`ppsweep.sweep.runner`): a run registers itself (:func:`registered_writer`) and locks each
 unit while it computes and writes it (:func:`unit_lock`), in ``.NAME.zarr.locks/`` beside the
@@ -28,8 +33,8 @@ store; ``overwrite`` refuses while a writer is registered; each layout has a new
 checked before a unit's values and before its done flag (:func:`check_generation`).
 
 Root attributes: ``config`` (resolved YAML), ``ppsweep_version``, ``store_format``,
-``fingerprint`` (digest of the identity), ``identity`` (JSON), ``generation``, ``created``,
-``finished`` and ``complete``.
+``fingerprint`` (digest of the identity), ``identity`` (JSON), ``schedule_options``, ``base_dir``,
+``integrity`` (the layout's record), ``generation``, ``created``, ``finished`` and ``complete``.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
-from ppsweep.store.schema import FITS, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
+from ppsweep.store.schema import FITS, LAYOUT_VARIABLES, NOISE_VARIABLES, VALID, VARIABLES, booleans, variables  # noqa: F401 - re-exported
 from ppsweep.sweep.config import ABSENT_WHEN_NONE, DIMENSIONS, NOT_IN_IDENTITY, SweepSpec, unit_region
 
 if TYPE_CHECKING:
@@ -65,7 +70,9 @@ if TYPE_CHECKING:
 
 #: Version of the store layout; a store of another format is refused.
 #: 2: ``checksum`` per unit, ``identity`` and ``generation`` attributes.
-STORE_FORMAT = 2
+#: 3: checksums keyed by the unit's place and the fingerprint; the ``integrity`` record
+#: (:mod:`ppsweep.store.integrity`); the code's digest and the input files in the identity.
+STORE_FORMAT = 3
 
 
 class StoreError(RuntimeError):
@@ -86,13 +93,16 @@ _CONFIG_NAMES = {
     "dtype": "engine.dtype",
     "chunk": "engine.chunk",
     "method": "engine.method",
+    "code": "ppsweep's code (digest of its source)",
+    "inputs": "input file",
 }
 
 
 def _canonical(value: Any, where: str) -> Any:
     """``value`` as plain JSON data, exactly (floats by ``repr``, so every bit counts)."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+        return {f.name: _canonical(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)
+                if not _absent(f, getattr(value, f.name))}
     if isinstance(value, np.ndarray):
         return [_canonical(x, where) for x in value.tolist()]
     if isinstance(value, Mapping):
@@ -108,19 +118,33 @@ def _canonical(value: Any, where: str) -> Any:
     raise TypeError(f"{where}: cannot put a {type(value).__name__} into the store's identity; teach ppsweep.store.results._canonical")
 
 
+def _absent(f: Any, value: Any) -> bool:
+    """A field added after stores existed (metadata ``identity: when_set``) left at its default: not in the identity."""
+    if f.metadata.get("identity") != "when_set":
+        return False
+    return value is None if f.default is None else (value is not None and value == f.default)
+
+
 def identity(spec: SweepSpec) -> dict[str, Any]:
     """Everything that can change one of the store's bits, as plain JSON data.
 
     Every field of ``spec`` is in it (generically: a field added to :class:`SweepSpec` is covered
-    without being named here) except those of :data:`ppsweep.sweep.config.NOT_IN_IDENTITY` (and those of
-    :data:`~ppsweep.sweep.config.ABSENT_WHEN_NONE` while None); plus the store format and the ppsweep version.
+    without being named here) except those of :data:`ppsweep.sweep.config.NOT_IN_IDENTITY` (the
+    spec's ``inputs``: every user schedule's and input file's absolute path and content digest), those of
+    :data:`~ppsweep.sweep.config.ABSENT_WHEN_NONE` while None and system/model fields marked absent at their
+    default; plus the store format, the ppsweep version and ``code``, the digest of the package's code
+    (:func:`ppsweep.disk_cache.code_digest`).
     """
     from ppsweep import __version__
 
+    from ppsweep.disk_cache import code_digest
+
     data = {f.name: _canonical(getattr(spec, f.name), f.name) for f in fields(spec)
-            if f.name not in NOT_IN_IDENTITY and not (f.name in ABSENT_WHEN_NONE and getattr(spec, f.name) is None)}
+            if f.name not in NOT_IN_IDENTITY and not (f.name in ABSENT_WHEN_NONE and getattr(spec, f.name) is None)
+            and not _absent(f, getattr(spec, f.name))}
     data["store_format"] = STORE_FORMAT
     data["ppsweep_version"] = __version__
+    data["code"] = code_digest()
     return data
 
 
@@ -269,8 +293,13 @@ def _write_coordinates(group: zarr.Group, spec: SweepSpec) -> None:
         array[...] = values
 
 
-def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
-    """Coordinates, empty arrays (one chunk per unit), ``done`` and the attributes, at ``path``."""
+def _write_layout(path: Path, spec: SweepSpec, config_yaml: str, base_dir: str | None = None) -> None:
+    """Coordinates, empty arrays (one chunk per unit), ``done``, the attributes and the integrity
+    record (:mod:`ppsweep.store.integrity`), at ``path``.
+
+    ``base_dir``: the directory relative input paths of the config were resolved in (the attribute
+    ``base_dir``; None: the current one).
+    """
     group = zarr.open_group(str(path), mode="w-", zarr_format=3)
     _write_coordinates(group, spec)
     for name, (kind, unit, long_name) in {**variables(spec), **booleans(spec)}.items():
@@ -320,9 +349,38 @@ def _write_layout(path: Path, spec: SweepSpec, config_yaml: str) -> None:
             "created": _now(),
             "complete": False,
             "schedule_options": _schedule_options(spec),
+            "base_dir": base_dir if base_dir is not None else os.getcwd(),
         }
     )
+    from ppsweep.store.integrity import record_layout
+
+    record_layout(path)
     _consolidate(path)
+
+
+@contextlib.contextmanager
+def fresh_layout(path: str | os.PathLike, spec: SweepSpec, config_yaml: str, base_dir: str | None) -> Iterator[Path]:
+    """An empty layout of ``spec`` built in a temporary directory beside ``path`` (removed after)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        _write_layout(tmp, spec, config_yaml, base_dir)
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def restore_layout(path: str | os.PathLike, spec: SweepSpec) -> None:
+    """Rewrite the coordinates, metadata and covered attributes of the store at ``path`` from its
+    recorded config (which must be ``spec``'s), keeping its values and done flags."""
+    from ppsweep.store import integrity
+
+    attrs = integrity.trusted_attributes(path)
+    if attrs is None:
+        raise StoreError(f"{path}: its attributes and its integrity record were both edited; re-run the sweep with overwrite=true")
+    with fresh_layout(path, spec, str(attrs.get("config", "")), attrs.get("base_dir")) as fresh:
+        integrity.restore_layout(path, fresh)
+    _consolidate(Path(path))
 
 
 def _schedule_options(spec: SweepSpec) -> str:
@@ -339,6 +397,7 @@ def open_for_sweep(
     config_yaml: str,
     overwrite: bool = False,
     units: list[tuple[int, int]] | None = None,
+    say: Any = None,
 ) -> tuple[zarr.Group, list[tuple[int, int]]]:
     """Open (or create) the store of ``spec`` and list the units still to run.
 
@@ -354,6 +413,7 @@ def open_for_sweep(
       overwrite: replace whatever is at ``path`` with an empty layout first.
       units: the ``(p index, m index)`` units this caller is responsible for (a shard's);
         None: all of them.
+      say: called with one line when a damaged layout is restored (:func:`check_store`).
 
     Returns:
       The open group and those of ``units`` not yet done (or damaged).
@@ -365,6 +425,11 @@ def open_for_sweep(
     path = Path(path)
     units = spec.units() if units is None else list(units)
     if overwrite:
+        if (path.exists() or path.is_symlink()) and not is_ppsweep_store(path):
+            raise StoreError(
+                f"{path}: exists and is not a ppsweep store (no ppsweep metadata); overwrite=true replaces only "
+                "a ppsweep store: choose another name=... or results_dir=..."
+            )
         with _registry(path):
             writers = active_writers(path)
             if writers:
@@ -375,7 +440,7 @@ def open_for_sweep(
             _build_and_move(path, spec, config_yaml, replace=True)
     elif not path.exists():  # replace=False: another process may have made it first
         _build_and_move(path, spec, config_yaml, replace=False)
-    group = check_store(path, spec)
+    group = check_store(path, spec, say)
     return group, pending_units(group, units)
 
 
@@ -394,15 +459,40 @@ def pending_units(group: zarr.Group, units: list[tuple[int, int]]) -> list[tuple
     return [unit for unit in units if unit not in finished or unit in damaged]
 
 
-def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
+def is_ppsweep_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory that ppsweep wrote as a store (any format; damaged units or
+    not): a zarr group whose root attributes hold ``fingerprint`` and ``store_format``, with a
+    ``done`` array. Only such a directory is ever replaced by ``overwrite=true``."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        with open(path / "zarr.json", encoding="utf-8") as f:
+            attributes = json.load(f).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(attributes, dict) and {"fingerprint", "store_format"} <= set(attributes) and (path / "done" / "zarr.json").is_file()
+
+
+def check_store(path: str | os.PathLike, spec: SweepSpec, say: Any = None) -> zarr.Group:
     """Open the existing store at ``path`` for writing, if it is ``spec``'s.
 
+    Its layout is checked against its integrity record first (:mod:`ppsweep.store.integrity`):
+    damaged coordinates or array metadata are rewritten from the recorded config (the same sweep's:
+    nothing a reader sees changes but the damage), with a line to ``say``; edited attributes are
+    refused (``python -m ppsweep.verify --repair`` restores them).
+
     Raises:
-      StoreError: unreadable, not a ppsweep store, another format, or another sweep (naming the
-        first setting that differs).
+      StoreError: unreadable, not a ppsweep store, another format, another sweep (naming the
+        first setting that differs), or edited attributes.
     """
+    from ppsweep.store.integrity import attribute_problems, layout_problems
+
     path = Path(path)
     group = open_store(path, mode="r+")
+    problems = layout_problems(path)
+    if attribute_problems(problems):
+        raise StoreError(f"{path}: {damage_line(attribute_problems(problems))}; {_REPAIR.format(path=path)}")
     attrs = dict(group.attrs)
     if attrs["fingerprint"] != fingerprint(spec):
         try:
@@ -413,7 +503,27 @@ def check_store(path: str | os.PathLike, spec: SweepSpec) -> zarr.Group:
             f"{path}: written by a different sweep ({difference}); "
             "pass overwrite=true to replace it, or choose another name=..."
         )
+    if problems:
+        with _registry(path):
+            if layout_problems(path):  # another run may have restored it meanwhile
+                restore_layout(path, spec)
+        left = layout_problems(path)
+        if left:
+            raise StoreError(f"{path}: {damage_line(left)}; {_REPAIR.format(path=path)}")
+        if say is not None:
+            say(f"restored the layout from the recorded config: {damage_line(problems)}")
+        group = open_store(path, mode="r+")
     return group
+
+
+#: Advice after a damaged layout.
+_REPAIR = "python -m ppsweep.verify {path} --repair restores it from the recorded config (overwrite=true recomputes the store)"
+
+
+def damage_line(problems: list[str], most: int = 2) -> str:
+    """``"coordinate bandwidth: values changed (...); metadata of t_sim: ... and 3 more"``."""
+    text = "; ".join(problems[:most])
+    return text + (f" and {len(problems) - most} more" if len(problems) > most else "")
 
 
 def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
@@ -437,9 +547,9 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
         attrs = dict(group.attrs)
     except Exception as error:  # noqa: BLE001 - any unreadable store gets the same advice
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); pass overwrite=true to replace it") from None
+        raise StoreError(f"{path}: not a readable ppsweep store ({type(error).__name__}: {reason}); choose another name=... or results_dir=...") from None
     if "fingerprint" not in attrs or "done" not in group:
-        raise StoreError(f"{path}: not a ppsweep results store; pass overwrite=true to replace it, or choose another name=...")
+        raise StoreError(f"{path}: not a ppsweep results store; choose another name=... or results_dir=...")
     if attrs.get("store_format") != STORE_FORMAT:
         raise StoreError(
             f"{path}: store format {attrs.get('store_format')!r} (ppsweep {attrs.get('ppsweep_version')}) "
@@ -482,20 +592,25 @@ def stored_variables(present: Any = None) -> list[str]:
         (a store has ``t_sim_nominal`` only with noise and ``fits`` only with a capacity axis);
         None: every name a store can have.
     """
-    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits"]
+    names = [*VARIABLES, *NOISE_VARIABLES, "valid", "fits", *LAYOUT_VARIABLES, "dp"]
     return [name for name in names if present is None or name in present]
 
 
-def unit_checksum(values: Mapping[str, np.ndarray]) -> int:
-    """Digest of one unit's values as the store holds them (float64 / bool; every NaN alike).
+def unit_checksum(values: Mapping[str, np.ndarray], p_index: int, m_index: int, store_fingerprint: str) -> int:
+    """Digest of one unit's values as the store holds them (float64 / bool; every NaN alike),
+    keyed by the unit's place and the store's fingerprint: a unit swapped with another, or copied
+    in from a store of another sweep, does not match.
 
     Args:
       values: ``name -> array`` for every name of :func:`stored_variables`.
+      p_index, m_index: the unit's place in the store.
+      store_fingerprint: the store's ``fingerprint`` attribute.
 
     Returns:
       A non-zero 64-bit integer (0 is the checksum array's fill value: "none written").
     """
     digest = hashlib.blake2b(digest_size=8)
+    digest.update(f"{int(p_index)},{int(m_index)},{store_fingerprint};".encode())
     for name in stored_variables(values):
         boolean = name in ("valid", "fits")
         array = np.asarray(values[name], dtype=bool if boolean else np.float64)
@@ -538,10 +653,11 @@ def damaged_units(group: zarr.Group, units: list[tuple[int, int]] | None = None)
     except Exception:  # noqa: BLE001 - an unreadable checksum chunk: check unit by unit below
         stored = None
     damaged = []
+    key = str(group.attrs.get("fingerprint"))
     for i, j in units:
         try:
             expected = int(stored[i, j]) if stored is not None else int(group[CHECKSUM][i, j])
-            ok = expected != 0 and unit_checksum(read_unit(group, i, j)) == expected
+            ok = expected != 0 and unit_checksum(read_unit(group, i, j), i, j, key) == expected
         except Exception:  # noqa: BLE001 - a truncated or foreign chunk is damage, whatever the codec says
             ok = False
         if not ok:
@@ -612,6 +728,7 @@ class UnitWriter:
 
     def __init__(self, group: zarr.Group) -> None:
         self.group = group
+        self._fingerprint = str(group.attrs.get("fingerprint"))
         self._arrays: dict[str, zarr.Array] = {}
 
     def _array(self, name: str) -> zarr.Array:
@@ -636,7 +753,7 @@ class UnitWriter:
         sync(write_all())
         if generation is not None:
             check_generation(*generation)
-        self._array(CHECKSUM)[p_index, m_index] = unit_checksum(results)
+        self._array(CHECKSUM)[p_index, m_index] = unit_checksum(results, p_index, m_index, self._fingerprint)
         self._array("done")[p_index, m_index] = True
 
 
@@ -757,8 +874,13 @@ def open_results(path: str | os.PathLike, *, allow_incomplete: bool = True, veri
       StoreError: no store, not a ppsweep store (or unreadable), or damaged units (named, with
         the command that repairs them); always one line.
     """
+    from ppsweep.store.integrity import layout_problems
+
     path = Path(path)
     group = open_store(path)
+    problems = layout_problems(path)
+    if problems:  # coordinates, metadata or attributes: every value would be read wrong
+        raise StoreError(f"{path}: {damage_line(problems)}; {_REPAIR.format(path=path)}")
     unreadable = unreadable_done_units(group)
     if unreadable:  # a damaged done chunk would raise inside the analysis later
         raise StoreError(

@@ -33,6 +33,17 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
 NOISE_VARIABLES: dict[str, tuple[str, str, str]] = {
     "t_sim_nominal": ("nominal", "s", "simulated step time without noise"),
 }
+#: Variables of a layout sweep besides those (docs/contract.md §3b, README "The whole layout").
+LAYOUT_VARIABLES: dict[str, tuple[str, str, str]] = {
+    "dp_time": ("point", "s", "exposed seconds of the data-parallel gradient synchronisation (included in t_sim)"),
+    "tokens_per_s": ("point", "tokens/s", "global batch tokens / step time"),
+    "model_flops_per_gpu": ("point", "FLOP/s", "model FLOPs of a step (no recomputation) / (step time · GPUs)"),
+    "layout_invalid": ("layout", "1", "why the layout cannot run: 0 it can, 1 tp·p·dp·cp is not gpus, 2 tp does not "
+                       "divide heads, 3 tp does not divide kv_heads, 4 the stages do not divide layers, 5 2·cp does "
+                       "not divide sequence, 6 dp·m does not divide global_batch (ppsweep.layout.INVALID_REASONS)"),
+}
+#: The derived data-parallel degree of a sweep over ``gpus`` (``gpus / (tp·p·cp)``; NaN where not whole).
+DP_VARIABLE = ("layout", "replicas", "data-parallel degree gpus / (tp·p·cp)")
 #: The ``valid`` variable (boolean, table dimensions).
 VALID = ("table", "1", "schedule can run at this point; other variables are NaN where False")
 #: The ``fits`` variable (boolean; only in sweeps with a ``memory_capacity`` dimension).
@@ -46,4 +57,9 @@ def booleans(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
 
 def variables(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
     """The variables a sweep stores besides ``valid``: :data:`VARIABLES`, and :data:`NOISE_VARIABLES` with noise."""
-    return {**VARIABLES, **(NOISE_VARIABLES if spec.noise.enabled else {})}
+    out = {**VARIABLES, **(NOISE_VARIABLES if spec.noise.enabled else {})}
+    if spec.has_layout:
+        out.update(LAYOUT_VARIABLES)
+        if spec.gpus is not None:
+            out["dp"] = DP_VARIABLE
+    return out

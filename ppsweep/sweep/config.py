@@ -17,6 +17,7 @@ evaluation, the store's layout and writes) arranges arrays by these names, never
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,8 +29,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppsweep.tables.build import check_positive_int, resolve_options
 from ppsweep.engine.comm import check_mode
-from ppsweep.costs import RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.costs import IDENTITY_WHEN_SET, RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.cost_profile import CostProfile, load_cost_profile
+from ppsweep.layout import LayoutOptions
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
 from ppsweep.schedules.variants import canonical_label
@@ -40,8 +42,13 @@ DIMENSIONS: dict[str, str | None] = {
     "schedule": None,
     "p": "workers",
     "m": "microbatches",
+    "gpus": "GPUs",
+    "tp": "GPUs",
+    "dp": "replicas",
+    "cp": "GPUs",
     "recompute": None,
     "memory_capacity": "bytes",
+    "system": None,
     "comm": None,
     "compute": "FLOP/s",
     "bandwidth": "bytes/s",
@@ -50,10 +57,27 @@ DIMENSIONS: dict[str, str | None] = {
 }
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
+#: Layout dimensions (docs/contract.md §3b), in store order; present only in sweeps that set them.
+LAYOUT_DIMS = ("gpus", "tp", "dp", "cp")
 #: Dimensions no per-point variable has: only ``fits`` (README, "Memory and the fastest schedule that fits").
 CAPACITY_DIMS = ("memory_capacity",)
 #: Config keys that belong to one job, not to the sweep: left out of the store's ``config``.
 JOB_KEYS = ("shard", "finalize", "dry_run")
+
+# ---- accepted ranges (README, "Sweeps and the results dataset": "Accepted values") ---------------
+#: Physical range of the network axes (and of ``system.bandwidth`` / ``system.latency``): a link
+#: from 1 MB/s to 1 PB/s, a latency from 0 to 1 s. Outside it a value is a typo (a unit slip).
+BANDWIDTH_RANGE = (1.0e6, 1.0e15)
+LATENCY_RANGE = (0.0, 1.0)
+#: Most values of one axis (a list, or ``${logspace:…}``'s ``num``): building a longer one alone
+#: takes minutes in the config library.
+MAX_AXIS_VALUES = 10_000
+#: Largest ``engine.chunk`` (points per scan tile); its working set grows with it.
+MAX_CHUNK = 1 << 22
+#: Largest ``slots.f`` / ``slots.b``: a table's length grows with them.
+MAX_SLOTS = 64
+#: ``engine.workers`` at most this many per core of the machine (each is a process with JAX).
+WORKERS_PER_CORE = 4
 
 # ---- the store's identity ------------------------------------------------------------------------
 # A store's identity (:func:`ppsweep.store.results.identity`) is built GENERICALLY from every field of the
@@ -69,6 +93,10 @@ NOT_IN_IDENTITY: dict[str, str] = {
 ABSENT_WHEN_NONE: dict[str, str] = {
     "profile": "costs=model (the cost model); a profile's values are in the identity",
 }
+#: Config keys (dotted) whose value, when not null, names an input file (absolute or relative to the
+#: directory ppsweep runs in): its absolute path and content digest go into ``SweepSpec.inputs``, and
+#: so into the store's identity. A key added to the config that names a file belongs here.
+INPUT_FILE_KEYS: tuple[str, ...] = ("costs.profile",)
 #: Config keys (dotted) that never change a stored value; everything else must reach the spec.
 RUN_KEYS: dict[str, str] = {
     "name": "the store's file name",
@@ -113,6 +141,18 @@ class SweepSpec:
         dimension comes last.
       profile: profiled costs (``costs=profile``, :mod:`ppsweep.cost_profile`) in place of the cost
         model's, or None (the model's).
+      gpus: GPU totals of a ``gpus`` dimension (docs/contract.md §3b): every ``tp · p · dp · cp =
+        gpus`` split, ``dp`` derived (the variable ``dp``); None: no dimension.
+      tp, dp, cp: degrees of the ``tp``, ``dp``, ``cp`` dimensions (``dp`` only without ``gpus``;
+        with ``gpus``, ``tp`` and ``cp`` default to ``(1,)``); None: no dimension (degree 1).
+      layout: how the layout's collectives run (:class:`ppsweep.layout.LayoutOptions`); None
+        unless the sweep has a layout dimension or ``systems``.
+      systems: the systems of a ``system`` dimension (their names its coordinate); None: ``system``.
+      inputs: every file the values depend on besides the package's code: user schedules (a CSV
+        file, a ``module:function``'s module) and the files named by :data:`INPUT_FILE_KEYS`,
+        as ``label -> {"path": absolute path, "sha256": content digest}`` (:func:`input_files`).
+
+    The layout fields and ``systems`` enter the store's identity only when set.
     """
 
     name: str
@@ -136,6 +176,28 @@ class SweepSpec:
     memory_capacity: np.ndarray | None = None
     noise: NoiseConfig = NoiseConfig()
     profile: CostProfile | None = None
+    gpus: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    tp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    dp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    cp: tuple[int, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    layout: LayoutOptions | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    systems: tuple[SystemConfig, ...] | None = field(default=None, metadata=IDENTITY_WHEN_SET)
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+    @property
+    def has_layout(self) -> bool:
+        """Whether the sweep has a layout dimension or a ``system`` dimension (evaluated by :mod:`ppsweep.sweep.layout_eval`)."""
+        return self.layout is not None
+
+    @property
+    def layout_dims(self) -> tuple[str, ...]:
+        """The layout dimensions present, in store order."""
+        return tuple(d for d in LAYOUT_DIMS if getattr(self, d) is not None)
+
+    def system_list(self) -> tuple[SystemConfig, ...]:
+        """The systems of the ``system`` dimension, or ``(system,)``."""
+        return self.systems if self.systems is not None else (self.system,)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | DictConfig) -> "SweepSpec":
@@ -148,8 +210,10 @@ class SweepSpec:
             "schedule": np.array(self.schedules, dtype=object),
             "p": np.array(self.p, dtype=np.int64),
             "m": np.array(self.m, dtype=np.int64),
+            **{d: None if getattr(self, d) is None else np.array(getattr(self, d), dtype=np.int64) for d in LAYOUT_DIMS},
             "recompute": None if self.recompute is None else np.array(self.recompute, dtype=object),
             "memory_capacity": None if self.memory_capacity is None else np.asarray(self.memory_capacity, dtype=float),
+            "system": None if self.systems is None else np.array([s.name for s in self.systems], dtype=object),
             "comm": np.array(self.comm, dtype=object) if self.comm_axis else None,
             "compute": None if self.compute is None else np.asarray(self.compute, dtype=float),
             "bandwidth": np.asarray(self.bandwidth, dtype=float),
@@ -170,20 +234,22 @@ class SweepSpec:
 
     @property
     def table_dims(self) -> tuple[str, ...]:
-        """Dimensions of per-table variables."""
-        return TABLE_DIMS
+        """Dimensions of per-table variables (``valid``): ``schedule, p, m`` and the layout dimensions."""
+        return TABLE_DIMS + self.layout_dims
 
     def dims_of(self, kind: str) -> tuple[str, ...]:
         """Dimensions of a variable of ``kind``: ``point``, ``nominal`` (a point's noise-free value:
         no ``sample``), ``table``, ``memory`` (a table's memory, per recomputation mode) or ``fits``
         (memory, per capacity)."""
-        memory = TABLE_DIMS + (("recompute",) if self.recompute is not None else ())
+        table = TABLE_DIMS + self.layout_dims
+        memory = table + (("recompute",) if self.recompute is not None else ())
         return {
             "point": self.point_dims,
             "nominal": self.nominal_dims,
-            "table": TABLE_DIMS,
+            "table": table,
             "memory": memory,
             "fits": memory + CAPACITY_DIMS,
+            "layout": ("p", "m") + self.layout_dims,
         }[kind]
 
     def models(self) -> dict[str, ModelConfig]:
@@ -223,7 +289,7 @@ def logspace(start: Any, stop: Any, num: Any, field_name: str = "logspace") -> n
     Raises:
       ValueError: naming ``field_name`` unless ``start > 0``, ``stop > 0`` and ``num`` is an integer >= 1.
     """
-    num = check_positive_int(f"{field_name}.num", num, 1)
+    num = check_positive_int(f"{field_name}.num", num, 1, MAX_AXIS_VALUES)
     try:
         start, stop = float(start), float(stop)
     except (TypeError, ValueError):
@@ -255,6 +321,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
             "sweep: the sweep file's keys landed under 'sweep:' and would be ignored; "
             "make '# @package _global_' its first line (as in conf/sweep/*.yaml)"
         )
+    check_keys(cfg)
     model = ModelConfig.from_mapping(_mapping(cfg, "model"))
     _check_system_lists(_mapping(cfg, "system"))
     system = SystemConfig.from_mapping(_mapping(cfg, "system"))
@@ -264,11 +331,18 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     options = cfg.get("schedule_options") or {}
     if not isinstance(options, Mapping):
         raise ValueError(f"schedule_options: must map schedule names to options, e.g. {{hanayo: {{waves: 2}}}}, got {options!r}")
-    for name in schedules:
-        get_schedule(name)
-        resolve_options(name, dict(options.get(name) or {}))
+    p_values = tuple(check_positive_int("p", v, 2) for v in _list(cfg, "p"))
+    m_values = tuple(check_positive_int("m", v, 1) for v in _list(cfg, "m"))
     for name in options:
         get_schedule(name)
+    for name in schedules:
+        resolved = resolve_options(name, dict(options.get(name) or {}))
+        # Option values are checked by the schedule itself (waves >= 1, split 'a:b', ...): before
+        # any store or table exists. Cheap: no table is built.
+        try:
+            get_schedule(name).why_unsupported(p_values[0], m_values[0], **resolved)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"schedule {name!r}: {error}") from None
     comm = cfg.get("comm") or {}
     modes = comm.get("mode", "overlap") if isinstance(comm, Mapping) else comm
     comm_axis = isinstance(modes, (list, tuple))
@@ -288,35 +362,84 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         name=_name(cfg.get("name", "default")),
         schedules=schedules,
         schedule_options={k: dict(v or {}) for k, v in options.items()},
-        p=tuple(check_positive_int("p", v, 2) for v in _list(cfg, "p")),
-        m=tuple(check_positive_int("m", v, 1) for v in _list(cfg, "m")),
+        p=p_values,
+        m=m_values,
         comm=modes,
         comm_axis=comm_axis,
         compute=None if compute is None else _axis("compute", compute, positive=True),
-        bandwidth=_axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)),
-        latency=_axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)),
+        bandwidth=_in_range("bandwidth", _axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)), BANDWIDTH_RANGE, "bytes/s"),
+        latency=_in_range("latency", _axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)), LATENCY_RANGE, "s"),
         model=model,
         system=system,
-        f_slots=check_positive_int("slots.f", slots.get("f", 1), 1),
-        b_slots=check_positive_int("slots.b", slots.get("b", 2), 1),
+        f_slots=check_positive_int("slots.f", slots.get("f", 1), 1, MAX_SLOTS),
+        b_slots=check_positive_int("slots.b", slots.get("b", 2), 1, MAX_SLOTS),
         dtype=dtype,
-        chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1),
+        chunk=check_positive_int("engine.chunk", engine.get("chunk", 1024), 1, MAX_CHUNK),
         method=engine.get("method", "auto"),
         recompute=_recompute_axis(cfg.get("recompute"), system),
         memory_capacity=None if cfg.get("memory_capacity") is None else _axis("memory_capacity", cfg["memory_capacity"], positive=True),
         noise=NoiseConfig.from_mapping(cfg.get("noise")),
         profile=profile,
+        **_layout_fields(cfg),
+        inputs=input_files(cfg, schedules),
     )
+    if spec.systems is not None:  # null axes: every system's own inter-node value
+        for axis, key in (("bandwidth", "bandwidth"), ("latency", "latency")):
+            if cfg.get(axis) is None:
+                spec = replace(spec, **{axis: np.unique([getattr(s, key) for s in spec.systems]).astype(float)})
+    if spec.has_layout and spec.noise.enabled:
+        raise ValueError("noise.samples: layout sweeps (gpus, tp, dp, cp, systems) run without noise; set noise.samples=0")
+    if spec.has_layout and spec.compute is not None:
+        raise ValueError("compute: layout sweeps take the compute of each system (systems); set compute=null")
+    if spec.has_layout and spec.profile is not None:
+        raise ValueError("costs: layout sweeps (gpus, tp, dp, cp, systems) use the cost model; set costs=model")
     for dim, values in spec.coords().items():
         if len(set(values.tolist())) != len(values):
             raise ValueError(f"{dim}: values must be distinct, got {values.tolist()}")
     for mode in modes:
         check_mode(mode)
-    # Last: the engine's names of methods (importing the engine imports JAX).
-    from ppsweep.engine.core import check_method
+    workers = spec.noise.straggler_workers
+    if spec.noise.enabled and workers and max(workers) >= max(spec.p):
+        raise ValueError(
+            f"noise.straggler.workers: worker {max(workers)} exists at no p of this sweep (workers are 0 … p-1, "
+            f"largest p = {max(spec.p)}); name workers below {max(spec.p)}, or null for every worker"
+        )
+    # The engine's names of methods and scans, from a module that does not import the engine (nor JAX):
+    # the evaluators a run spawns after this check then import JAX while this process does.
+    from ppsweep.engine.methods import check_method, scan_implementation
 
     check_method(spec.method)
+    scan_implementation()  # PPSWEEP_SCAN: refused here, before any store, not inside a unit
     return spec
+
+
+def _layout_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout fields of a :class:`SweepSpec` (``gpus``, ``tp``, ``dp``, ``cp``, ``layout``, ``systems``), checked."""
+    out: dict[str, Any] = {}
+    for dim in LAYOUT_DIMS:
+        value = cfg.get(dim)
+        if value is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if not values:
+                raise ValueError(f"{dim}: must list at least one value, e.g. {dim}=[1,2], got []")
+            out[dim] = tuple(check_positive_int(dim, v, 1) for v in values)
+    if "gpus" in out:
+        if "dp" in out:
+            raise ValueError("dp: with gpus the data-parallel degree follows (gpus / (tp·p·cp)); leave dp unset")
+        out.setdefault("tp", (1,))
+        out.setdefault("cp", (1,))
+    systems = cfg.get("systems")
+    if systems is not None:
+        if not isinstance(systems, Mapping) or not systems:
+            raise ValueError("systems: must map names to system configs (defaults: - /system@systems.NAME: FILE)")
+        out["systems"] = tuple(SystemConfig.from_mapping({**dict(v), "name": str(k)}) for k, v in systems.items())
+        for system in out["systems"]:
+            if system.memory_capacity is not None:
+                raise ValueError(f"systems.{system.name}.memory_capacity: give the caps as the sweep's memory_capacity list")
+    options = cfg.get("layout")
+    if out or options is not None:
+        out["layout"] = LayoutOptions.from_mapping(options)
+    return out
 
 
 def profile_path(costs: Any, base_dir: str | os.PathLike | None = None) -> Path | None:
@@ -400,6 +523,117 @@ def _network_default(profile: CostProfile | None, name: str, system_value: float
     return value
 
 
+def _dotted(cfg: Mapping[str, Any], key: str) -> Any:
+    value: Any = cfg
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def input_files(cfg: Mapping[str, Any], schedules: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The files a sweep's values depend on besides the code, resolved once to absolute paths.
+
+    Args:
+      cfg: the config (for :data:`INPUT_FILE_KEYS`).
+      schedules: the schedule names (user schedules: :func:`ppsweep.schedules.user.schedule_file`).
+
+    Returns:
+      ``label -> {"path", "sha256"}``: a user schedule's name, or the config key.
+
+    Raises:
+      ValueError: naming the key or schedule whose file is missing or not a file.
+    """
+    from ppsweep.disk_cache import file_digest
+    from ppsweep.schedules import SCHEDULES
+    from ppsweep.schedules.user import schedule_file
+    from ppsweep.schedules.variants import split_label
+
+    files: dict[str, Path] = {}
+    for name in schedules:
+        base = split_label(name)[0]
+        if base not in SCHEDULES:
+            path = schedule_file(base)
+            if path is not None:
+                files[base] = path
+    for key in INPUT_FILE_KEYS:
+        value = _dotted(cfg, key)
+        if value is None:
+            continue
+        path = Path(os.path.expanduser(str(value))).absolute()
+        if not path.is_file():
+            raise ValueError(f"{key}: {value!r} is {'a directory' if path.is_dir() else 'not found'}; name a file")
+        files[key] = path
+    return {label: {"path": str(path), "sha256": file_digest(path)} for label, path in sorted(files.items())}
+
+
+def _in_range(field_name: str, values: np.ndarray, bounds: tuple[float, float], unit: str) -> np.ndarray:
+    """``values``, or a ValueError naming ``field_name`` when one is outside ``bounds`` (physical range)."""
+    low, high = bounds
+    bad = values[(values < low) | (values > high)]
+    if bad.size:
+        raise ValueError(
+            f"{field_name}: {bad[0]:g} {unit} is outside the physical range {low:g} … {high:g} {unit} "
+            f"(a unit slip?); see README, \"Accepted values\""
+        )
+    return values
+
+
+#: Keys whose value is a mapping of free keys (checked where they are used), not a config block.
+FREE_KEYS = ("schedule_options", "bandwidth", "latency", "compute", "memory_capacity")
+
+
+@functools.lru_cache(maxsize=1)
+def known_keys() -> dict[str, Any]:
+    """Every key a config may hold, as a tree (a mapping: a config block; None: a value), derived in
+    one place from the schema: ``conf/config.yaml``'s keys, and the fields of the dataclasses the
+    ``model`` and ``system`` groups become (:class:`ppsweep.costs.ModelConfig`,
+    :class:`~ppsweep.costs.SystemConfig`). A key added to either is accepted without being named here.
+    """
+    from dataclasses import fields as dataclass_fields
+
+    def tree(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {str(k): tree(v) for k, v in node.items()}
+        return None
+
+    base = OmegaConf.to_container(OmegaConf.load(find_conf_dir() / "config.yaml"), resolve=False)
+    assert isinstance(base, dict)
+    base.pop("defaults", None)
+    known = tree(base)
+    known["model"] = {f.name: None for f in dataclass_fields(ModelConfig)}
+    known["system"] = {f.name: None for f in dataclass_fields(SystemConfig)}
+    for group in sorted(d for d in find_conf_dir().iterdir() if d.is_dir() and d.name not in ("hydra", "sweep", "model", "system")):
+        # another config group (costs=...): the keys of any of its options
+        known[group.name] = {str(k): None for f in group.glob("*.yaml") for k in (OmegaConf.to_container(OmegaConf.load(f)) or {})}
+    for key in FREE_KEYS:
+        known[key] = None
+    return known
+
+
+def check_keys(cfg: Mapping[str, Any], known: Mapping[str, Any] | None = None, prefix: str = "") -> None:
+    """Raise a ValueError naming the first key of ``cfg`` that is no config key, with the closest ones.
+
+    Hydra's ``+foo=1`` and ``+engine.bogus=1`` add keys silently; they end here, before any store
+    exists. The accepted keys come from :func:`known_keys`.
+    """
+    import difflib
+
+    known = known_keys() if known is None else known
+    for key, value in cfg.items():
+        key = str(key)
+        if not prefix and key in ("hydra", "sweep"):  # Hydra's own block; a misplaced sweep file (spec_from_config)
+            continue
+        if key not in known:
+            names = [f"{prefix}{k}" for k in known]
+            close = difflib.get_close_matches(f"{prefix}{key}", names, n=3, cutoff=0.5)
+            hint = f"closest: {', '.join(close)}" if close else f"valid keys{' under ' + prefix[:-1] if prefix else ''}: {', '.join(sorted(names))}"
+            raise ValueError(f"{prefix}{key}: unknown config key; {hint}")
+        if isinstance(known[key], Mapping) and isinstance(value, Mapping):
+            check_keys(value, known[key], f"{prefix}{key}.")
+
+
 def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
     """The ``recompute`` dimension's modes (None: no dimension), checked."""
     if value is None:
@@ -418,7 +652,17 @@ def _recompute_axis(value: Any, system: SystemConfig) -> tuple[str, ...] | None:
 
 def _container(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
     if isinstance(cfg, DictConfig):
-        container = OmegaConf.to_container(cfg, resolve=True)
+        from omegaconf.errors import OmegaConfBaseException
+
+        try:
+            container = OmegaConf.to_container(cfg, resolve=True)
+        except OmegaConfBaseException as error:  # a resolver's error (${logspace:...}): one line naming the key
+            cause: BaseException = error
+            while (cause.__cause__ or cause.__context__) is not None:
+                cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+            key = getattr(error, "full_key", None)
+            message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            raise ValueError(f"{key}: {message}" if key else message) from None
         assert isinstance(container, dict)
         return container
     return dict(cfg)
@@ -477,6 +721,8 @@ def _axis(field_name: str, value: Any, positive: bool, default: float | None = N
             raise ValueError(f"{field_name}: must be numbers, got {value!r}") from None
     if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)):
         raise ValueError(f"{field_name}: must be a non-empty list of finite numbers, got {value!r}")
+    if array.size > MAX_AXIS_VALUES:
+        raise ValueError(f"{field_name}: at most {MAX_AXIS_VALUES:,} values per axis, got {array.size:,}")
     if positive and not np.all(array > 0):
         raise ValueError(f"{field_name}: must be > 0, got {array.tolist()}")
     if not positive and not np.all(array >= 0):
@@ -618,6 +864,11 @@ def plan_from_config(cfg: DictConfig, base_dir: str | os.PathLike | None = None)
         workers = None
     elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"engine.workers: must be auto or an integer >= 1, got {workers!r}")
+    elif workers > WORKERS_PER_CORE * (os.cpu_count() or 1):
+        raise ValueError(
+            f"engine.workers: at most {WORKERS_PER_CORE} per core of this machine ({WORKERS_PER_CORE * (os.cpu_count() or 1)}; "
+            f"each is a process with its own JAX), got {workers}; use auto"
+        )
     cluster = (container.get("engine") or {}).get("cluster")
     if cluster is not None:
         scheduler_address(cluster)  # raises naming engine.cluster

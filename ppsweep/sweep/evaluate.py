@@ -38,6 +38,10 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
       ``name -> array``: point variables with dimensions ``spec.point_dims``, table variables and
       ``valid`` with ``spec.table_dims``; the ``p`` and ``m`` axes have length 1 (this unit).
     """
+    if spec.has_layout:  # tp, dp, cp, gpus or systems (docs/contract.md §3b)
+        from ppsweep.sweep.layout_eval import evaluate_layout_unit
+
+        return evaluate_layout_unit(spec, p_index, m_index)
     p, m = spec.p[p_index], spec.m[m_index]
 
     def empty(kind: str, fill: float | bool = np.nan) -> np.ndarray:

@@ -93,7 +93,7 @@ def run_sweep(
     """
     path = Path(path)
     asked = spec.units() if units is None else list(units)
-    group, pending = open_for_sweep(path, spec, config_yaml, overwrite, units=asked)
+    group, pending = open_for_sweep(path, spec, config_yaml, overwrite, units=asked, say=say)
     if say is not None and pending and len(pending) < len(asked):
         say(f"resuming: {len(asked) - len(pending)} of {len(asked)} units already done")
     total = len(spec.units())

@@ -19,11 +19,19 @@ class UnsupportedPointError(ValueError):
     """A schedule that cannot run at this ``(p, m, options)``: a sweep marks it ``valid = False``."""
 
 
-def check_positive_int(field: str, value: Any, minimum: int) -> int:
-    """``value`` as an int, or a ValueError naming ``field`` and the accepted values."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
-        raise ValueError(f"{field}: must be an integer >= {minimum}, got {value!r}")
+def check_positive_int(field: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """``value`` as an int, or a ValueError naming ``field`` and the accepted values (``inf`` and
+    ``nan`` included)."""
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    if bad or value != int(value) or value < minimum or (maximum is not None and value > maximum):
+        accepted = f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum:,}"
+        raise ValueError(f"{field}: must be {accepted}, got {value!r}")
     return int(value)
+
+
+#: Largest value of a built-in schedule's integer option (``waves``, ``v``): a table's stages, and so
+#: its size, grow with it; beyond it a sweep is a typo (``hanayo@waves=100000``), not a design.
+MAX_OPTION_VALUE = 64
 
 
 def resolve_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +50,13 @@ def resolve_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     twice = sorted(set(options) & set(fixed))
     if twice:
         raise ValueError(f"schedule {name!r}: option {twice[0]!r} is set by the label and again in its options")
-    return {**schedule.option_names, **fixed, **options}
+    resolved = {**schedule.option_names, **fixed, **options}
+    if split_label(name)[0] in SCHEDULES:  # a user schedule's options mean what its function makes of them
+        for key, value in resolved.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(schedule.option_names[key], int) \
+                    and not isinstance(schedule.option_names[key], bool) and value > MAX_OPTION_VALUE:
+                raise ValueError(f"schedule {name!r}: option {key} must be at most {MAX_OPTION_VALUE} (the table grows with it), got {value!r}")
+    return resolved
 
 
 def why_unsupported(name: str, p: int, m: int, **options: Any) -> str | None:

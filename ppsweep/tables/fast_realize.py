@@ -219,6 +219,8 @@ def _order_arrays(order: ScheduleOrder) -> _Order:
     if isinstance(order.orders, OrderArrays):  # a generator that computed its order as arrays
         arrays = order.orders
         lengths, kind, micro, stage = arrays.lengths, arrays.kind, arrays.micro, arrays.stage
+        if arrays.micro2 is not None and (kind == Kind.FB).any():
+            micro2, stage2 = arrays.micro2, arrays.stage2
     else:
         lengths = np.array([len(row) for row in order.orders], dtype=np.int64)
         n = int(lengths.sum())

@@ -134,6 +134,30 @@ def select_part(dataset: xr.Dataset, selections: Sequence[str]) -> xr.Dataset:
     return dataset
 
 
+#: Dimensions of a layout store (docs/contract.md §3b) the page shows one value of at a time
+#: (``memory_capacity`` only of ``fits``, which the page does not show: dropped).
+ONE_VALUE_DIMS = ("gpus", "tp", "dp", "cp", "recompute")
+
+
+def one_layout(dataset: xr.Dataset) -> xr.Dataset:
+    """A layout sweep's store at one layout and recomputation mode (chosen with ``--sel``), as a pipeline store.
+
+    The page shows the schedules over ``p``, ``m`` and the other axes (``system``, the network) of
+    one ``gpus``/``tp``/``dp``/``cp`` and ``recompute``; ``python -m ppsweep.analyze`` compares layouts.
+
+    Raises:
+      UsageError: a layout store where one of those dimensions still has several values.
+    """
+    if "layout_invalid" not in dataset:
+        return dataset
+    several = [d for d in ONE_VALUE_DIMS if d in dataset.dims and dataset.sizes[d] > 1]
+    if several:
+        choices = " ".join(f"--sel {d}={_label(dataset[d].values[0])}" for d in several)
+        raise UsageError(f"--sel: a layout store; choose one value of {', '.join(several)} (e.g. {choices})")
+    dataset = dataset.drop_vars([v for v in ("layout_invalid", "dp", "fits", "memory_capacity") if v in dataset.variables])
+    return dataset.squeeze([d for d in ONE_VALUE_DIMS if d in dataset.dims], drop=True)
+
+
 def _same_number(a: str, b: str) -> bool:
     try:
         return float(a) == float(b)
@@ -561,7 +585,7 @@ def run(argv: list[str] | None = None) -> str:
             print(f"warning: {w.message}", file=sys.stderr)
     if args.serve and args.html:
         raise UsageError("--serve: a served page cannot be written to a file; drop --html or --serve")
-    dataset = select_part(dataset, args.sel)
+    dataset = one_layout(select_part(dataset, args.sel))
     title = f"ppsweep explorer: {Path(args.store).name}"
     if args.serve or (not args.html and dataset["t_sim"].size > MAX_VALUES):
         from ppsweep.viz.explore_served import serve_store
@@ -571,7 +595,7 @@ def run(argv: list[str] | None = None) -> str:
     _check_size(dataset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IncompleteStoreWarning)  # said above
-        dataset = select_part(load(args.store), args.sel)  # every unit checked against its checksum
+        dataset = one_layout(select_part(load(args.store), args.sel))  # every unit checked against its checksum
     html = page_html(dataset, title)
     if args.html:
         path = Path(args.html)

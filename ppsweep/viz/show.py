@@ -133,6 +133,9 @@ def _run(args: argparse.Namespace) -> str:
             if field not in values:
                 raise UsageError(f"{field}: required, give {field}=N (p >= 2, m >= 1), e.g. p=4 m=8")
         p, m = values.pop("p"), values.pop("m")
+        from ppsweep.sweep.estimate import check_table
+
+        check_table(args.schedule, p, m, args.f_slots, args.b_slots, **values)  # before building it
         table = build_schedule(args.schedule, p, m, f_slots=args.f_slots, b_slots=args.b_slots, **values)
         text = header(
             table,

@@ -297,6 +297,9 @@ def _run(args: argparse.Namespace) -> str:
     b_slots = args.b_slots if args.b_slots is not None else slots["b"]
     model = ModelConfig.from_mapping(model_cfg)
     system = SystemConfig.from_mapping(system_cfg)
+    from ppsweep.sweep.estimate import check_table
+
+    check_table(args.schedule, p, m, f_slots, b_slots, **options)  # before building it
     table = build_schedule(args.schedule, p, m, f_slots=f_slots, b_slots=b_slots, **options)
     result = simulate_step(table, model, system, bandwidth, latency, mode, compute, profile)
     record = result.record
