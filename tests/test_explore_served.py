@@ -26,7 +26,7 @@ import zarr
 from ppsweep import analysis
 from ppsweep.viz import explore, explore_served
 
-from test_explore import CHROMIUM, _count, _need_chromium, _pixels
+from test_explore import CHROMIUM, _count, _need_chromium, _pixels, sample_store, store  # noqa: F401 - fixtures
 
 GPIPE_RGB = (0x4C, 0x72, 0xB0)  # gpipe wins at m = 4
 TIE_RGB = (0xB0, 0xC4, 0xDE)  # gpipe and 1f1b tie at m = 2 (the first tie colour)
@@ -108,6 +108,31 @@ def test_a_damaged_unit_is_named_not_drawn(small_store, tmp_path):
     status = document.select_one({"name": "status"}).text
     assert "damaged units" in status and "m=6" in status and "ppsweep.verify" in status, status
     assert document.select_one({"name": "page_data"}).data["labels"]["m"] == ["2"]  # the damaged part was not drawn
+
+
+def test_a_served_part_keeps_every_sample(sample_store):
+    """With a ``sample`` dimension the part keeps all samples: P(win) and regret as the static page has them."""
+    from bokeh.document import Document
+
+    ds = analysis.load(sample_store, verify=False)
+    document = Document()
+    explore_served.served_document(document, ds, "t")
+    document.select_one({"name": "select_bandwidth"}).value = explore.coordinates(ds, ["bandwidth"])["labels"]["bandwidth"][-1]
+    for callback in list(document.session_callbacks):
+        callback.callback()
+    served = document.select_one({"name": "page_data"}).data
+    static = explore.page_data(ds)
+    assert served["labels"]["sample"] == ["0", "1", "2"] and served["has_sample"]
+
+    def at(data, point):  # flat index of point (dimension -> label) over the grid without sample
+        rest = [d for d in data["dims"] if d != "sample"]
+        shape = [len(data["labels"][d]) for d in rest]
+        return int(np.ravel_multi_index([data["labels"][d].index(point[d]) for d in rest], shape)), int(np.prod(shape))
+
+    point = {d: document.select_one({"name": f"select_{d}"}).value for d in static["dims"] if d != "sample"}
+    (k, n), (k0, n0) = at(served, point), at(static, point)
+    assert [served["pwin"][s * n + k] for s in range(3)] == [static["pwin"][s * n0 + k0] for s in range(3)]
+    assert served["regret_formula"][k] == static["regret_formula"][k0] and served["regret_table"][k] == static["regret_table"][k0]
 
 
 # ---- in a real browser, driven through the DevTools protocol ----------------------------------
