@@ -110,7 +110,7 @@ def test_a_damaged_unit_is_named_not_drawn(small_store, tmp_path):
     assert document.select_one({"name": "page_data"}).data["labels"]["m"] == ["2"]  # the damaged part was not drawn
 
 
-def test_a_served_part_keeps_every_sample(sample_store):
+def test_a_served_part_keeps_every_sample(sample_store):  # noqa: F811 - the fixture
     """With a ``sample`` dimension the part keeps all samples: P(win) and regret as the static page has them."""
     from bokeh.document import Document
 
@@ -205,9 +205,9 @@ LINE = "Bokeh.documents[0].get_model_by_name('line_gpipe').data"
 
 def test_the_command_serves_a_store_past_the_limit(big_store, monkeypatch, capsys):
     served = []
-    monkeypatch.setattr(explore_served, "serve_store", lambda dataset, title, port, open_browser, store: served.append((dataset, port, store)))
+    monkeypatch.setattr(explore_served, "serve_store", lambda dataset, title, port, **options: served.append((dataset, options)))
     assert explore.main([str(big_store), "--port", "0", "--no-browser"]) == 0  # past the limit: served
-    assert len(served) == 1 and served[0][0]["t_sim"].chunks is not None and served[0][2] == str(big_store)
+    assert len(served) == 1 and served[0][0]["t_sim"].chunks is not None and served[0][1]["store"] == str(big_store)
     assert explore.main([str(big_store), "--html", "page.html", "--serve"]) == 2
     assert "--serve: a served page cannot be written to a file" in capsys.readouterr().err
     assert explore.main([str(big_store), "--html", "page.html"]) == 2
