@@ -12,8 +12,7 @@ A selection's part is the selected value of every dimension but
 
 - ``bandwidth`` and ``latency`` (the winner map): at most :data:`MAP_CELLS` values each, evenly
   spread over the store's and always including the selected one (the map's cells widen to cover
-  the values between; the step-time line along either of them has the same points); once the map
-  is zoomed or panned, up to :data:`MAP_CELLS` more spread within the range it shows;
+  the values between; the step-time line along either of them has the same points);
 - the step-time panel's x axis and ``sample``: all of their values.
 
 So a selection reads the zarr chunks of one ``(p, m)`` unit (of every ``(p, m)`` unit along an x
@@ -48,18 +47,14 @@ def spread(values: np.ndarray, cells: int, keep: int) -> list[int]:
     return sorted({int(k) for k in order[positions]} | {int(keep)})
 
 
-def selection_part(
-    dataset: xr.Dataset, selection: Mapping[str, int], x: str, cells: int = MAP_CELLS, window: Mapping[str, tuple[float, float]] | None = None
-) -> xr.Dataset:
+def selection_part(dataset: xr.Dataset, selection: Mapping[str, int], x: str, cells: int = MAP_CELLS) -> xr.Dataset:
     """The part of ``dataset`` the page needs to show ``selection`` (lazy: nothing is read here).
 
     Args:
       dataset: a results dataset (lazily loaded).
       selection: the selected index of every grid dimension (``t_sim``'s dimensions but ``schedule``).
       x: the step-time panel's x axis.
-      cells: at most this many values of each map dimension (twice that with a window).
-      window: per map dimension, the range the winner map shows (zoomed in): up to ``cells`` more
-        values spread within it.
+      cells: at most this many values of each map dimension.
 
     Returns:
       ``dataset`` restricted to the selected value of each dimension, all values of ``x`` and
@@ -68,12 +63,7 @@ def selection_part(
     index: dict[str, Any] = {}
     for dim in dataset["t_sim"].dims[1:]:
         if dim in MAP_DIMS:
-            values = np.asarray(dataset[dim].values, dtype=float)
-            index[dim] = spread(values, cells, selection[dim])
-            if window and dim in window:
-                inside = np.flatnonzero((values >= min(window[dim])) & (values <= max(window[dim])))
-                if len(inside):
-                    index[dim] = sorted(set(index[dim]) | {int(inside[k]) for k in spread(values[inside], cells, 0)})
+            index[dim] = spread(dataset[dim].values, cells, selection[dim])
         elif dim != x and dim != "sample":
             index[dim] = [selection[dim]]
     return dataset.isel(index)
@@ -130,13 +120,12 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
     xaxis = document.select_one({"name": "select_x"})
     holder = document.select_one({"name": "page_data"})
     legend = document.select_one({"name": "legend"})
-    window: dict[str, tuple[float, float]] = {}
     pending = [False]
 
     def refresh() -> None:
         pending[0] = False
         selection = {d: labels[d].index(selects[d].value) if selects[d].value in labels[d] else 0 for d in dims}
-        part = selection_part(dataset, selection, xaxis.value, window=window)
+        part = selection_part(dataset, selection, xaxis.value)
         try:
             check(part)
         except StoreError as error:
@@ -152,15 +141,8 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
             pending[0] = True
             document.add_next_tick_callback(refresh)
 
-    def zoomed(event: Any) -> None:
-        # The winner map zoomed or panned: more cells within what it shows.
-        if None not in (event.x0, event.x1, event.y0, event.y1):
-            window.update(bandwidth=(event.x0, event.x1), latency=(event.y0, event.y1))
-            changed("window", None, None)
-
     for widget in [*selects.values(), xaxis]:
         widget.on_change("value", changed)
-    document.select_one({"name": "winner_map"}).on_event("rangesupdate", zoomed)
     if xaxis.value != "bandwidth":  # the first part was cut for x = bandwidth
         refresh()
 
