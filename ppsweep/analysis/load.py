@@ -38,7 +38,7 @@ class AnalysisError(ValueError):
     """A dataset or request the analysis cannot work with; the message says why."""
 
 
-def load(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = DEFAULT_CHUNKS) -> xr.Dataset:
+def load(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any = DEFAULT_CHUNKS, verify: bool = True) -> xr.Dataset:
     """Open a results store lazily and check that it is one the analysis understands.
 
     Args:
@@ -47,6 +47,8 @@ def load(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any 
         its unfinished units are masked everywhere.
       chunks: dask chunks, as :func:`xarray.open_zarr` takes them: ``{}`` (default) one chunk per
         ``(p, m)`` unit, a mapping ``{dimension: size}``, or None for numpy-backed variables.
+      verify: check every finished unit against its checksum first (reads the whole store once);
+        False leaves that to the caller (the served explorer checks each unit as it first reads it).
 
     Returns:
       The lazily loaded dataset.
@@ -56,7 +58,7 @@ def load(path: str | os.PathLike, *, allow_incomplete: bool = True, chunks: Any 
     """
     path = Path(path)
     try:
-        dataset = open_results(path, allow_incomplete=allow_incomplete, chunks=chunks)
+        dataset = open_results(path, allow_incomplete=allow_incomplete, chunks=chunks, verify=verify)
     except StoreError as error:
         raise AnalysisError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - any unreadable directory gets the same message

@@ -4,6 +4,7 @@ Usage::
 
     python -m ppsweep.explore results/bandwidth.zarr                  # serve it on http://127.0.0.1:5006/
     python -m ppsweep.explore results/bandwidth.zarr --html page.html # write a self-contained page
+    python -m ppsweep.explore results/big.zarr --serve                # a Bokeh server (automatic past MAX_VALUES)
 
 The page (Bokeh, every script inline: it opens without a network) has
 
@@ -27,8 +28,11 @@ Values are shown in the unit of their magnitude (:mod:`ppsweep.viz.display`). Th
 carry a selection, ``page.html#p=8&m=32&x=latency``, which sets the selectors when it opens.
 
 All of a store's values are embedded in the page; past :data:`MAX_VALUES` values, select a part
-with ``--sel DIM=VALUE[,VALUE...]`` (e.g. ``--sel p=8 --sel latency=5e-7``). Bad input prints one
-line ``error: ...`` and exits with 2.
+with ``--sel DIM=VALUE[,VALUE...]`` (e.g. ``--sel p=8 --sel latency=5e-7``), or leave out ``--html``:
+the command then serves the page from a Bokeh server that reads each selection's part of the store
+on demand (:mod:`ppsweep.viz.explore_served`; ``--serve`` forces it for any store). Both pages are
+:func:`build_page`'s: the same figures and script, drawing from :func:`page_data` of the whole store
+or of the selection's part. Bad input prints one line ``error: ...`` and exits with 2.
 """
 
 from __future__ import annotations
@@ -161,6 +165,17 @@ def _same_number(a: str, b: str) -> bool:
         return False
 
 
+def coordinates(dataset: xr.Dataset, dims: Sequence[str]) -> dict[str, dict[str, list]]:
+    """Per dimension of ``dims``: ``labels`` (the selectors' values), ``shown`` (their texts, with units),
+    ``axis_titles`` (``name (unit)``) and ``values`` (floats, None for a non-numeric coordinate)."""
+    return {
+        "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
+        "shown": {d: [format_coordinate(d, v) for v in dataset[d].values] for d in dims},
+        "axis_titles": {d: f"{d} ({dataset[d].attrs['units']})" if dataset[d].attrs.get("units") else d for d in dims},
+        "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
+    }
+
+
 def page_data(dataset: xr.Dataset) -> dict[str, Any]:
     """Everything the page's script needs, computed from the store (numpy arrays and lists).
 
@@ -201,10 +216,7 @@ def page_data(dataset: xr.Dataset) -> dict[str, Any]:
         "names": names,
         "dims": dims,
         "sizes": [int(st.sizes[d]) for d in dims],
-        "labels": {d: [_label(v) for v in dataset[d].values] for d in dims},
-        "shown": {d: [format_coordinate(d, v) for v in dataset[d].values] for d in dims},
-        "axis_titles": {d: f"{d} ({dataset[d].attrs['units']})" if dataset[d].attrs.get("units") else d for d in dims},
-        "values": {d: [float(v) if np.issubdtype(np.asarray(dataset[d].values).dtype, np.number) else None for v in dataset[d].values] for d in dims},
+        **coordinates(dataset, dims),
         "t": t.ravel(),
         "winner": winner.ravel().astype(np.float64),
         "flip": flip.ravel(),
@@ -253,13 +265,16 @@ def _sample_data(dataset: xr.Dataset, st: xr.Dataset, t_sim: xr.DataArray, dims:
     }
 
 
-# The page's script: recomputes every plot's data from the selectors. `D` is page_data's dict.
+# The page's script: recomputes every plot's data from the selectors. `D` is page_data's dict: the
+# whole store's (static page) or the current selection's part (served page: the part changes, then this runs).
 _UPDATE_JS = r"""
-const D = data;
+const D = page.data;
 const dims = D.dims, sizes = D.sizes, S = D.names.length;
 const strides = new Array(dims.length); { let s = 1; for (let a = dims.length - 1; a >= 0; a--) { strides[a] = s; s *= sizes[a]; } }
 const G = sizes.reduce((a, b) => a * b, 1);
 function sel(dim) { const k = D.labels[dim].indexOf(selects[dim].value); return k < 0 ? 0 : k; }
+// Served page: a selected value the data lacks is on its way from the server, which redraws then.
+if (dims.some(d => D.labels[d].indexOf(selects[d].value) < 0)) return;
 function flat(fixed) { let k = 0; for (let a = 0; a < dims.length; a++) k += fixed[dims[a]] * strides[a]; return k; }
 function current() { const f = {}; for (const d of dims) f[d] = sel(d); return f; }
 function fmt(v, size, unit) { return Number.isFinite(v) ? (v / size).toPrecision(4) + " " + unit : "n/a"; }
@@ -295,6 +310,8 @@ for (let s = 0; s < S; s++) {
   line_sources[s].data = {x: l.order.map(k => l.x[k]), y: l.order.map(k => l.y[k]), label: l.order.map(k => l.label[k]), value: l.order.map(k => l.value[k])};
 }
 line_axis.axis_label = D.axis_titles[xd];
+line_yaxis.axis_label = "t_sim (" + tu + ")";
+mem_yaxis.axis_label = bu;
 
 // memory at the selected (p, m)
 const [P, M] = D.pm_sizes, ip = cur.p, im = cur.m;
@@ -345,15 +362,35 @@ update.execute(null);
 """
 
 
-def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
+@functools.cache
+def _page_model() -> type:
+    """The Bokeh model that carries the page's data (:func:`page_data`'s dict) to its script."""
+    from bokeh.core.properties import Any as AnyValue
+    from bokeh.model import DataModel
+
+    class PageData(DataModel):
+        """:func:`page_data`'s dict; on the served page the server replaces it for every selection."""
+
+        data = AnyValue(default=None, help="page_data's dict")
+
+    return PageData
+
+
+def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[str, Any] | None = None, document: Any = None) -> Any:
     """The page as a Bokeh document.
 
     Args:
-      dataset: a results dataset (or a part of one).
+      dataset: a results dataset (or a part of one); the selectors offer all of its coordinates.
       title: the page's title.
+      data: :func:`page_data` of ``dataset`` (default), or of the part of it the current selection
+        needs (the served page, :mod:`ppsweep.viz.explore_served`, which then replaces
+        ``document.select_one({"name": "page_data"}).data`` as the selection changes).
+      document: the document to fill (default: a new one).
 
     Returns:
-      A :class:`bokeh.document.Document` whose interactivity is all in the browser (CustomJS).
+      A :class:`bokeh.document.Document`; its script (CustomJS) redraws whenever a selector or
+      the ``page_data`` model changes. With ``data`` left out (the static page) every interaction
+      runs in the browser.
     """
     from bokeh.document import Document
     from bokeh.events import DocumentReady
@@ -362,14 +399,16 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     from bokeh.plotting import figure
     from bokeh.transform import dodge
 
-    data = page_data(dataset)
-    names, dims = data["names"], data["dims"]
+    data = page_data(dataset) if data is None else data
+    names = data["names"]
+    dims = data["dims"]
+    coords = coordinates(dataset, dims)
     colors = [SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)] for k in range(len(names))]
     t_unit, b_unit = data["t_unit"][1], data["b_unit"][1]
 
-    selects = {d: Select(title=data["axis_titles"][d], value=data["labels"][d][0], options=list(zip(data["labels"][d], data["shown"][d])),
+    selects = {d: Select(title=coords["axis_titles"][d], value=coords["labels"][d][0], options=list(zip(coords["labels"][d], coords["shown"][d])),
                          name=f"select_{d}", width=130) for d in dims}
-    numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in data["values"][d]) and len(data["labels"][d]) > 1]
+    numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in coords["values"][d]) and len(coords["labels"][d]) > 1]
     x_choices = numeric or [d for d in dims if d in MAP_DIMS]
     xaxis = Select(title="x axis (step time)", value="bandwidth" if "bandwidth" in x_choices else x_choices[0], options=x_choices, name="select_x", width=160)
 
@@ -409,8 +448,10 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
     mem_note = Div(text=f"<small>{MEMORY_NOTE}</small>", width=620)
 
     status = Div(text="", width=1250, name="status")
-    args: dict[str, Any] = dict(data=data, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
-                                line_axis=line_fig.xaxis[0], mem_source=mem_source, status=status, colors=colors)
+    holder = _page_model()(data=data, name="page_data")
+    args: dict[str, Any] = dict(page=holder, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
+                                line_axis=line_fig.xaxis[0], line_yaxis=line_fig.yaxis[0], mem_yaxis=mem_fig.yaxis[0],
+                                mem_source=mem_source, status=status, colors=colors)
     sample_panels = []
     if data["has_sample"]:
         pwin_source = ColumnDataSource({"schedule": [], "pwin": [], "text": [], "color": []}, name="pwin_source")
@@ -426,8 +467,11 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
         args.update(pwin_source=pwin_source, regret_source=regret_source)
         sample_panels = [row(pwin_fig, regret_fig)]
     update = CustomJS(args=args, code=_UPDATE_JS)
+    # The page redraws as a selector changes, and as the page data changes (the served page: the
+    # selectors' new values reach the server, which sends the selection's part).
     for widget in [*selects.values(), xaxis]:
         widget.js_on_change("value", update)
+    holder.js_on_change("data", update)
 
     header = Div(text=f"<h2 style='margin:4px 0'>{title}</h2><p style='margin:0'>{_describe(dataset)}</p>", width=1250)
     layout = column(
@@ -439,8 +483,9 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer"):
         *sample_panels,
         name="page",
     )
-    document = Document()
+    document = Document() if document is None else document
     document.add_root(layout)
+    document.add_root(holder)  # the served page's callbacks find it by name
     document.title = title
     document.js_on_event(DocumentReady, CustomJS(args=dict(selects=selects, xaxis=xaxis, update=update), code=_READY_JS))
     return document
@@ -477,7 +522,7 @@ def _check_size(dataset: xr.Dataset) -> None:
         dims = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
         raise UsageError(
             f"the store has {size:,} values of t_sim ({dims}); the page embeds at most {MAX_VALUES:,}: "
-            "select a part with --sel DIM=VALUE[,VALUE...], e.g. --sel p=8"
+            "select a part with --sel DIM=VALUE[,VALUE...], e.g. --sel p=8, or serve it (no --html)"
         )
 
 
@@ -520,6 +565,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page to FILE instead of serving it")
     parser.add_argument("--port", type=int, default=5006, help="port to serve on (default 5006; 0: any free port)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser when serving")
+    parser.add_argument("--serve", action="store_true",
+                        help=f"serve from a Bokeh server that reads each selection from the store on demand (automatic past {MAX_VALUES:,} values)")
     parser.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE[,VALUE...]", help="keep only these values of a dimension (repeatable)")
     return parser
 
@@ -532,13 +579,23 @@ def run(argv: list[str] | None = None) -> str:
     args = _parser().parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IncompleteStoreWarning)
-        dataset = load(args.store)
+        dataset = load(args.store, verify=False)  # checked below: all at once, or unit by unit when served
     for w in caught:
         if issubclass(w.category, IncompleteStoreWarning):
             print(f"warning: {w.message}", file=sys.stderr)
+    if args.serve and args.html:
+        raise UsageError("--serve: a served page cannot be written to a file; drop --html or --serve")
     dataset = one_layout(select_part(dataset, args.sel))
-    _check_size(dataset)
     title = f"ppsweep explorer: {Path(args.store).name}"
+    if args.serve or (not args.html and dataset["t_sim"].size > MAX_VALUES):
+        from ppsweep.viz.explore_served import serve_store
+
+        serve_store(dataset, title, args.port, open_browser=not args.no_browser, store=args.store)
+        return "stopped"
+    _check_size(dataset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteStoreWarning)  # said above
+        dataset = one_layout(select_part(load(args.store), args.sel))  # every unit checked against its checksum
     html = page_html(dataset, title)
     if args.html:
         path = Path(args.html)
