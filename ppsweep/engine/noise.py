@@ -230,10 +230,11 @@ def _integer(name: str, value: Any) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _uniforms_fn():
-    """The jitted draw: ``(seed, ids (n, L) int, samples (k,)) -> (k, n, 2)`` uniforms in (0, 1)."""
-    import jax
+    """The jitted draw: ``(seed, ids (n, L) int, samples (k,)) -> (k, n, 2)`` uniforms in (0, 1).
 
-    jax.config.update("jax_enable_x64", True)
+    Traced and called only inside ``jax.enable_x64(True)`` (:func:`uniforms`): JAX's global flag stays as it was.
+    """
+    import jax
     import jax.numpy as jnp
 
     def one(key, sample):
@@ -275,7 +276,10 @@ def uniforms(seed: int, ids: np.ndarray, samples: np.ndarray) -> np.ndarray:
     # Padded to powers of two so that few shapes are ever compiled; padding rows are dropped.
     ids = np.concatenate([ids, np.zeros((_bucket(n) - n, ids.shape[1]), np.uint32)])
     samples = np.concatenate([samples, np.zeros(_bucket(k) - k, np.uint32)])
-    return np.asarray(_uniforms_fn()(np.uint32(seed), ids, samples))[:k, :n]
+    import jax
+
+    with jax.enable_x64(True):  # scoped: float64 draws, the process's global flag untouched
+        return np.asarray(_uniforms_fn()(np.uint32(seed), ids, samples))[:k, :n]
 
 
 def _bucket(n: int) -> int:
