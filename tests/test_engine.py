@@ -131,7 +131,7 @@ def test_float32_close_to_float64():
     np.testing.assert_allclose(r32.t_sim, r64.t_sim, rtol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["scan", "envelope"])
+@pytest.mark.parametrize("method", ["scan", "envelope"])  # the backend="scan" (native_scan here) and "envelope"
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", supported_cases([(4, 8)], {"chimera": [{}], "hanayo": [{"waves": 2}]}), ids=case_id)
 def test_each_method_matches_reference(case, mode, method):
@@ -146,7 +146,7 @@ def test_each_method_matches_reference(case, mode, method):
     c = random_costs(rng, table.n_stages, n)
     c["grad_bytes"] = 10.0 * profile
     got = simulate(table, scale * profile, 2 * scale * profile, c["alpha"], c["beta"], c["msg_bytes"], mode,
-                   grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], method=method)
+                   grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], backend=method)
     assert got.method == method
     for i in range(n):
         want = reference_simulate(table, scale[i] * profile, 2 * scale[i] * profile, c["alpha"][i], c["beta"][i],
@@ -165,10 +165,10 @@ def test_costs_form_equals_keyword_form():
     c = random_costs(rng, table.n_stages, 5)
     for mode in MODES:
         keyword = simulate(table, c["t_f"], c["t_b"], c["alpha"], c["beta"], c["msg_bytes"], mode,
-                           grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], method="scan")
+                           grad_bytes=c["grad_bytes"], t_opt=c["t_opt"], backend="scan")
         costs = Costs.of(table.n_stages, c["t_f"], c["t_b"], c["alpha"], c["beta"], c["msg_bytes"],
                          grad_bytes=c["grad_bytes"], t_opt=c["t_opt"])
-        pytree = simulate(table, costs, mode, method="scan")
+        pytree = simulate(table, costs, mode, backend="scan")
         assert np.array_equal(keyword.t_sim, pytree.t_sim) and np.array_equal(keyword.comm_time, pytree.comm_time)
 
 
@@ -181,7 +181,7 @@ def test_import_leaves_jax_x64_flag_alone():
     code = (
         "import jax; before = jax.config.jax_enable_x64; import ppsweep, ppsweep.engine.core, ppsweep.engine.envelope, ppsweep.sweep.evaluate;"
         "from ppsweep.engine.core import simulate; from ppsweep import build_schedule;"
-        "r = simulate(build_schedule('1f1b', 2, 2), 1.0, 2.0, 1e-9, 1e10, 1.0, method='scan');"
+        "r = simulate(build_schedule('1f1b', 2, 2), 1.0, 2.0, 1e-9, 1e10, 1.0, backend='scan');"
         "assert jax.config.jax_enable_x64 == before == False, jax.config.jax_enable_x64;"
         "assert r.t_sim.dtype == 'float64' and abs(float(r.t_sim) - 9.0 - 2.2e-9) < 1e-13, repr(r.t_sim)"
     )
@@ -194,5 +194,5 @@ def test_bad_dtype_and_chunk_are_one_line_errors():
         simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, dtype=np.int32)
     with pytest.raises(ValueError, match=r"engine\.chunk: must be an integer >= 1"):
         simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, chunk=0)
-    scalar = simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, method="scan")  # scalars on the scan
+    scalar = simulate(table, 0.03, 0.06, 5e-7, 1e10, 33.5e6, backend="scan")  # scalars on the scan
     assert scalar.t_sim.shape == () and scalar.t_sim > 0

@@ -39,7 +39,7 @@ def fresh(table):
 
 
 def run(table, mode, **kwargs):
-    return simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, method="envelope", **kwargs)
+    return simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="auto", **kwargs)
 
 
 def no_build(monkeypatch):
@@ -213,12 +213,9 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     field, the scan's results the same to the bit, and nothing compiled on the warm run."""
     import ppsweep.engine.compiled as compiled_mod
     import ppsweep.engine.native_scan as native_scan
-    from ppsweep.engine.core import SCAN_ENV
-
     monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
-    monkeypatch.setenv(SCAN_ENV, "native")
     tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {})]]
-    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, method="scan")  # noqa: E731
+    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="native_scan")  # noqa: E731
     steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
     monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
     expected = []

@@ -43,7 +43,7 @@ def test_engine_equals_reference_on_random_points(name, p, m, mode, method):
     msg, overlap, t_opt = rng.uniform(0.5, 2.0, n), rng.uniform(0, 1, n), rng.uniform(0, 0.3, n)
     grad = rng.uniform(1, 5, S)
     got = simulate(table, t_f, t_b, alpha, beta, msg, mode, t_i=t_i, t_w=t_w, grad_bytes=grad, t_opt=t_opt,
-                   fb_overlap=overlap, method=method)
+                   fb_overlap=overlap, backend=method)
     assert got.method == method
     for k in range(n):
         want = reference_simulate(table, t_f[k], t_b[k], alpha[k], beta[k], msg[k], mode, t_i=t_i[k], t_w=t_w[k],
@@ -80,6 +80,6 @@ def test_ports_mode_runs_split_backwards():
     zbv = ppsweep.build_schedule("zbv", 3, 6)
     rng = np.random.default_rng(3)
     t_f, t_b = rng.uniform(0.2, 1.0, zbv.n_stages), rng.uniform(0.4, 2.0, zbv.n_stages)
-    got = simulate(zbv, t_f[None], t_b[None], np.zeros(1), np.full(1, 5.0), np.full(1, 3.0), "ports", method="scan")
+    got = simulate(zbv, t_f[None], t_b[None], np.zeros(1), np.full(1, 5.0), np.full(1, 3.0), "ports", backend="scan")
     want = reference_simulate(zbv, t_f, t_b, 0.0, 5.0, 3.0, "ports")
     assert got.t_sim[0] == pytest.approx(want.t_sim, rel=1e-9)

@@ -7,7 +7,7 @@ import pytest
 
 from ppsweep import build_schedule
 from ppsweep.engine.comm import MODES
-from ppsweep.engine.core import SCAN_ENV, scan_implementation, simulate
+from ppsweep.engine.core import SCAN_ENV, simulate
 from ppsweep.schedules import SCHEDULES
 from ppsweep.tables.build import why_unsupported
 
@@ -40,8 +40,7 @@ def _costs(table, kind: str, rng: np.random.Generator, n: int = 29) -> tuple[tup
 
 
 def _scan(monkeypatch, implementation: str, table, args, kw, mode: str, dtype):
-    monkeypatch.setenv(SCAN_ENV, implementation)
-    return simulate(table, *args, mode=mode, method="scan", dtype=dtype, **kw)
+    return simulate(table, *args, mode=mode, backend=f"{implementation}_scan", dtype=dtype, **kw)
 
 
 @pytest.mark.parametrize("case", _cases(), ids=lambda c: f"{c[0]}-p{c[1]}-m{c[2]}" + "".join(f"-{k}={v}" for k, v in c[3].items()))
@@ -72,8 +71,7 @@ def test_native_scan_on_tiles_of_every_size(monkeypatch):
     args, kw = _costs(table, "random", rng, n=1000)
     whole = _scan(monkeypatch, "native", table, args, kw, "contention", np.float64)
     for chunk in (1, 7, 64, 333):
-        monkeypatch.setenv(SCAN_ENV, "native")
-        part = simulate(table, *args, mode="contention", method="scan", chunk=chunk, **kw)
+        part = simulate(table, *args, mode="contention", backend="native_scan", chunk=chunk, **kw)
         for field in FIELDS:
             assert np.array_equal(getattr(part, field), getattr(whole, field)), (chunk, field)
 
@@ -83,17 +81,23 @@ def test_integer_ties_follow_the_readme_rule(monkeypatch):
     own path first) gives comm_time 0 for GPipe in overlap, in both implementations."""
     table = build_schedule("gpipe", 4, 6)
     for implementation in ("native", "jax"):
-        monkeypatch.setenv(SCAN_ENV, implementation)
-        r = simulate(table, 1.0, 2.0, 0.0, np.inf, 1.0, "overlap", method="scan")
+        r = simulate(table, 1.0, 2.0, 0.0, np.inf, 1.0, "overlap", backend=f"{implementation}_scan")
         assert float(r.comm_time) == 0.0 and float(r.t_sim) == table.length
 
 
-def test_scan_implementation_is_checked(monkeypatch):
+def test_deprecated_scan_variable_narrows_auto_with_a_warning(monkeypatch):
+    table = build_schedule("gpipe", 2, 2)
     monkeypatch.setenv(SCAN_ENV, "fast")
     with pytest.raises(ValueError, match=r"PPSWEEP_SCAN: unknown scan 'fast'; accepted: auto, jax, native"):
-        scan_implementation()
+        simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0)
+    for implementation in ("jax", "native"):
+        monkeypatch.setenv(SCAN_ENV, implementation)
+        with pytest.warns(DeprecationWarning, match="PPSWEEP_SCAN is deprecated"):
+            r = simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0)
+        assert r.backend == f"{implementation}_scan"
     monkeypatch.delenv(SCAN_ENV)
-    assert scan_implementation() == "auto"
+    with pytest.warns(DeprecationWarning, match=r"method=\.\.\.\) is deprecated"):
+        assert simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0, method="envelope").backend == "envelope"
 
 
 def test_tie_floor_is_one_rounding():

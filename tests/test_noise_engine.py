@@ -41,7 +41,7 @@ def test_engine_matches_reference_on_its_own_draws(name, p, m, mode):
     alpha, overlap = 3e-6, 0.4
     grad = np.full(table.n_stages, 3e8)
     r = simulate(table, t_f, t_b, alpha, beta, MSG, mode, grad_bytes=grad, t_opt=1e-4, fb_overlap=overlap, noise=NOISE,
-                 method="scan")
+                 backend="scan")
     assert r.t_sim.shape == (3, 3)
     f = op_factors(NOISE, op_identities(table), table.p, np.arange(NOISE.samples))
     durations = {Kind.F: t_f, Kind.B: t_b, Kind.I: t_b / 2, Kind.W: t_b / 2}
@@ -64,9 +64,9 @@ def test_straggler_with_probability_one_is_that_worker_slowed(mode):
     t_f, t_b = _stage_times(table)
     noise = NoiseConfig.from_mapping({"samples": 2, "straggler": {"prob": 1.0, "slowdown": 2.5, "workers": [2]}})
     beta = np.array([1e9, 1e10, 1e11])
-    r = simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, noise=noise, method="scan")
+    r = simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, noise=noise, backend="scan")
     slow = np.where(np.arange(4) == 2, 2.5, 1.0)
-    plain = simulate(table, t_f * slow, t_b * slow, 1e-6, beta, MSG, mode, method="scan")
+    plain = simulate(table, t_f * slow, t_b * slow, 1e-6, beta, MSG, mode, backend="scan")
     # equal up to rounding: the kernel multiplies by the factor where the plain run had the product
     # (XLA may fuse that multiply into an add)
     for k in range(2):
@@ -105,7 +105,7 @@ def test_symmetric_jitter_does_not_lower_the_mean_step_time(name):
     noise = NoiseConfig.from_mapping({"samples": 400, "compute": {"dist": "uniform", "cv": 0.2}, "message": {"dist": "uniform", "cv": 0.2}})
     beta = np.array([1e9, 3e10, 1e12])
     r = simulate(table, t_f, t_b, 2e-6, beta, MSG, "overlap", noise=noise)
-    plain = simulate(table, t_f, t_b, 2e-6, beta, MSG, "overlap", method="scan")
+    plain = simulate(table, t_f, t_b, 2e-6, beta, MSG, "overlap", backend="scan")
     mean = r.t_sim.mean(axis=1)
     se = r.t_sim.std(axis=1) / np.sqrt(noise.samples)
     assert np.all(mean >= plain.t_sim - 3 * se)

@@ -16,7 +16,7 @@ import numpy as np
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
-from ppsweep.engine.core import simulate
+from ppsweep.engine.core import method_backend, simulate
 from ppsweep.engine.program import program_for
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.store.schema import booleans, variables
@@ -105,7 +105,7 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
     per_mode = []
     for mode in spec.comm:
         run = lambda noise: simulate(  # noqa: E731
-            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, backend=method_backend(spec.method), finish=False, noise=noise
         )
         result = run(noise)
         t_sim = result.t_sim
