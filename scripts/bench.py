@@ -423,7 +423,7 @@ def bench_tables(reps: int) -> dict:
                 return t
 
             r_build = _seconds(ref_build)
-            r_compile = _seconds(lambda: compile_program(table, fast=False))
+            r_compile = _seconds(lambda: compile_program(table))
             r_env = _seconds(lambda: envelope(False))
             r_rate = n / (t_order + r_build + r_compile)
             ratios.append(fast_rate / r_rate)

@@ -230,7 +230,7 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     def refused(*args, **kwargs):
         raise AssertionError("compiled, not read from the cache")
 
-    monkeypatch.setattr(compiled_mod, "compile_program", refused)
+    monkeypatch.setattr(compiled_mod, "PROGRAM", refused)
     monkeypatch.setattr(native_scan, "native_steps", refused)
     for table, (want, program, table_steps) in zip(tables, expected):
         table = fresh(table)

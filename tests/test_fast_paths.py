@@ -95,7 +95,7 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
             patch.setattr(fast_realize, "table_ops", lambda table: None)
             expected = costs._pending_profile(ref, pending)
         assert np.array_equal(costs._pending_profile(fast, pending), expected)
-    assert_programs_equal(compile_program_fast(fast), compile_program(ref, fast=False))
+    assert_programs_equal(compile_program_fast(fast), compile_program(ref))
 
 
 #: Every case with the default slots (1, 2); the other slot settings on every case with p <= 4
@@ -140,7 +140,7 @@ def test_random_valid_orders_match_reference(seed, monkeypatch):
     assert_tables_equal(realize_fast(order, f_slots, b_slots), ref)
     # Random placements may send one output to two workers: then both compilers refuse it.
     try:
-        expected = compile_program(ref, fast=False)
+        expected = compile_program(ref)
     except NotImplementedError as err:
         with pytest.raises(NotImplementedError) as fast_err:
             compile_program_fast(ref)

@@ -18,7 +18,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ppsweep.engine.comm import Routing, route
-from ppsweep.engine.program import Program, compile_program
+from ppsweep.engine.fast_program import PROGRAM
+from ppsweep.engine.program import Program
 from ppsweep.tables.table import ScheduleTable
 
 
@@ -125,7 +126,7 @@ class CompiledTable:
         self._envelopes: dict[tuple, Any] = {}
         self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
-        self.program: Program = cached_program(self.digest, table.kind.size, lambda: compile_program(table))
+        self.program: Program = cached_program(self.digest, table.kind.size, lambda: PROGRAM(table))
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""

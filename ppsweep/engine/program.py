@@ -215,21 +215,17 @@ def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: i
     ]
 
 
-def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
-    """Compile ``table`` into a :class:`Program` (see the module docstring); :func:`program_for` caches it.
+def compile_program(table: ScheduleTable) -> Program:
+    """Compile ``table`` into a :class:`Program` operation by operation (see the module docstring): the
+    reference of :data:`ppsweep.engine.fast_program.PROGRAM`, which the engine calls (and
+    :func:`program_for` caches).
 
     Args:
       table: the table.
-      fast: compile with array code (:func:`ppsweep.engine.fast_program.compile_program_fast`, the same
-        Program; it comes back here for tables it does not handle); False: operation by operation.
 
     Raises:
       NotImplementedError: if an operation's output must travel to two other workers.
     """
-    if fast:
-        from ppsweep.engine.fast_program import compile_program_fast
-
-        return compile_program_fast(table)
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
     where: dict[Op, PlacedOp] = {half: item for item in placed for half in halves(item.op)}
 

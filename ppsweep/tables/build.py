@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ppsweep.schedules import SCHEDULES, get_schedule
-from ppsweep.tables.fast_realize import realize_fast, validate_fast
+from ppsweep.tables.paths import realize, validate
 from ppsweep.schedules.variants import split_label, typed_value
 from ppsweep.tables.table import ScheduleTable
 from ppsweep.tables.cache import cached_table
@@ -120,10 +120,9 @@ def _build(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
 
     def build() -> ScheduleTable:
-        # Array versions of table.realize and validate.validate_table (the same results; they
-        # hand anything they do not handle to those references).
-        table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
-        validate_fast(table)
+        # the array code where it handles the order and the table, else the references (ppsweep.tables.paths)
+        table = realize(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+        validate(table)
         return table
 
     if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -214,7 +215,21 @@ class _Order:
 
 
 def _order_arrays(order: ScheduleOrder) -> _Order:
-    """The operations of ``order`` as arrays (:class:`_Order`)."""
+    """The operations of ``order`` as arrays (:class:`_Order`); the last order's are kept (per thread),
+    so that :func:`order_handled`, then :func:`realize_fast`, read them once."""
+    last = getattr(_LAST_ORDER, "value", None)
+    if last is not None and last[0]() is order:
+        return last[1]
+    arrays = _read_order(order)
+    _LAST_ORDER.value = (weakref.ref(order), arrays)
+    return arrays
+
+
+#: The last order read by :func:`_order_arrays` (weakly) and its arrays, per thread.
+_LAST_ORDER = threading.local()
+
+
+def _read_order(order: ScheduleOrder) -> _Order:
     micro2 = stage2 = None
     if isinstance(order.orders, OrderArrays):  # a generator that computed its order as arrays
         arrays = order.orders
@@ -254,6 +269,23 @@ def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, 
     return bool(kind.min() >= min(FAST_KINDS) and kind.max() <= highest)  # codes 1 … 4 (5: FB)
 
 
+def order_handled(order: ScheduleOrder) -> bool:
+    """Whether the array path realizes ``order`` itself (:func:`realize_fast`): operations of kinds
+    F, B, I, W (F&B with its halves), each half in range. Others go to the reference."""
+    ops = _order_arrays(order)
+    return len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+
+
+def array_path_handles(table: ScheduleTable) -> bool:
+    """Whether the array paths handle ``table`` (:func:`validate_fast`, :func:`activation_profile_fast`,
+    :func:`ppsweep.engine.fast_program.compile_program_fast`): its cells read as operations
+    (:func:`table_ops`) of kinds F, B, I, W (F&B with its halves), each half in range. Every array
+    path asks this one question; the tables it refuses go to the references."""
+    ops = table_ops(table)
+    return ops is not None and len(ops) > 0 and well_formed(ops.kind, ops.micro, ops.stage, table.m, table.n_stages,
+                                                             ops.micro2, ops.stage2)
+
+
 def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
     """:func:`ppsweep.tables.table.realize` with array code: its arguments, the same table to the bit, its errors.
 
@@ -262,10 +294,10 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     own error where the order cannot run.
     """
     check_slots(f_slots, b_slots)
+    if not order_handled(order):
+        return realize(order, f_slots, b_slots)
     ops = _order_arrays(order)
     m, n_stages, n = order.m, order.n_stages, len(ops.kind)
-    if n == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
-        return realize(order, f_slots, b_slots)
     inputs = input_positions(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
     if inputs is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
@@ -579,12 +611,10 @@ def validate_fast(table: ScheduleTable) -> None:
 
 def _valid(table: ScheduleTable) -> bool:
     """True when ``table`` passes every rule of :func:`ppsweep.tables.validate.validate_table`."""
+    if not array_path_handles(table) or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
+        return False
     ops = table_ops(table)
-    if ops is None or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
-        return False
     m, n_stages = table.m, table.n_stages
-    if not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
-        return False
     # Every half of the kind its microbatch-stage runs (F; B, or I and W where split), as many
     # halves as the schedule's operations (no repeat: table_inputs below), each on its stage's worker.
     split = split_grid(table.split_backward, m, n_stages)
