@@ -7,13 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import case_id, cover_ids, mode_cover, supported_cases
 from ppsweep import build_schedule
 from ppsweep.engine import envelope as env_mod
 from ppsweep.engine.backend import UnsupportedCase
@@ -22,9 +20,6 @@ from ppsweep.engine.program import program_for
 from ppsweep.engine.reference import reference_simulate
 
 # backward_halving is forward_doubling at 2m (tests/test_chimera_concat.py); at p=8, m=16 in ports it passes the cap (scan)
-OPTIONS = {"chimera": [{}, {"split": "1:2"}, {"concat": "forward_doubling"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
-CASES = supported_cases([(4, 8), (8, 16)], OPTIONS)
-N = 64
 
 
 def sweep_like_costs(rng: np.random.Generator, n_stages: int, n: int) -> dict[str, np.ndarray]:
@@ -57,54 +52,6 @@ def assert_same(env, scan, depth):
     np.testing.assert_allclose(env.compute_time, scan.compute_time, rtol=1e-12, atol=0)
     # comm_time: equal up to the tie tolerance accumulated along the critical path
     assert np.all(np.abs(env.comm_time - scan.comm_time) <= 1e-12 * depth * scan.t_sim)
-
-
-COVER = mode_cover(CASES, MODES, full=lambda c: c[1:3] == (4, 8))
-
-
-# Every mode at p=4, m=8; at p=8, m=16 each case in two modes (rotating, so every mode is met by
-# several schedules there): each (table, mode, method) is one JAX compilation.
-@pytest.mark.parametrize("case, mode", COVER, ids=cover_ids(COVER))
-def test_envelope_matches_scan(case, mode):
-    name, p, m, options = case
-    table = build_schedule(name, p, m, **options)
-    rng = np.random.default_rng(zlib.crc32(f"env-{case_id(case)}-{mode}".encode()))
-    c = sweep_like_costs(rng, table.n_stages, N)
-    env = run(table, c, mode, backend="envelope", cap=256)
-    scan = run(table, c, mode, backend="scan")
-    assert env.method == "envelope" and scan.method == "scan"
-    assert_same(env, scan, program_for(table).n_ops)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["gpipe", "1f1b", "chimera", "hanayo"])
-def test_envelope_matches_scan_on_grids(name, mode):
-    # A broadcast grid (compute × bandwidth × latency), as sweeps pass it.
-    table = build_schedule(name, 4, 8)
-    S = table.n_stages
-    profile = np.linspace(1.0, 2.0, S)
-    t_f = np.array([0.5, 1.0, 3.0])[:, None, None, None] * profile
-    beta = np.logspace(-1, 2, 7)[None, :, None]
-    alpha = np.array([0.0, 0.01, 0.3])[None, None, :]
-    args = (table, t_f, 2 * t_f, alpha, beta, 2.0, mode)
-    kwargs = dict(grad_bytes=3.0 * profile, t_opt=0.1)
-    env = simulate(*args, backend="envelope", **kwargs)
-    scan = simulate(*args, backend="scan", **kwargs)
-    assert env.method == "envelope" and env.t_sim.shape == (3, 7, 3)
-    assert_same(env, scan, program_for(table).n_ops)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_arbitrary_per_stage_costs_match_scan(mode):
-    # Per-stage costs that share no profile: many features; the envelope or its fallback agrees.
-    table = build_schedule("1f1b", 4, 8)
-    rng = np.random.default_rng(7)
-    n, S = 32, table.n_stages
-    c = sweep_like_costs(rng, S, n)
-    c.update(t_f=rng.uniform(0.2, 1.0, (n, S)), t_b=rng.uniform(0.4, 2.0, (n, S)), t_i=None, t_w=None)
-    auto = run(table, c, mode, backend="auto")
-    scan = run(table, c, mode, backend="scan")
-    assert_same(auto, scan, program_for(table).n_ops)
 
 
 def test_fallback_to_scan_when_a_table_needs_too_many_vectors():
