@@ -54,7 +54,7 @@ from ppsweep.engine import envelope as envelope_mod  # noqa: E402
 from ppsweep.engine.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine.core import MODES, simulate  # noqa: E402
-from ppsweep.engine.program import program_for  # noqa: E402
+from ppsweep.engine.compiled import program_for  # noqa: E402
 from ppsweep.engine.reference import reference_simulate  # noqa: E402
 
 SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo")

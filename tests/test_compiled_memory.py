@@ -9,7 +9,8 @@ import numpy as np
 
 from ppsweep.engine.compiled import compiled_for
 from ppsweep.engine.core import simulate
-from ppsweep.engine.envelope import EnvelopeTooLarge, envelope_for, features
+from ppsweep.engine.compiled import envelope_for
+from ppsweep.engine.envelope import EnvelopeTooLarge, features
 from ppsweep.schedules import get_schedule
 from ppsweep.tables.fast_realize import realize_fast
 

@@ -16,7 +16,8 @@ from ppsweep import build_schedule
 from ppsweep.engine import envelope as env_mod
 from ppsweep.engine.backend import UnsupportedCase
 from ppsweep.engine.core import MODES, simulate
-from ppsweep.engine.program import program_for
+import ppsweep.engine.compiled as compiled_mod
+from ppsweep.engine.compiled import program_for
 from ppsweep.engine.reference import reference_simulate
 
 # backward_halving is forward_doubling at 2m (tests/test_chimera_concat.py); at p=8, m=16 in ports it passes the cap (scan)
@@ -212,6 +213,6 @@ def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
     program = program_for(table)
     feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
                                        "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
-    assert env_mod.envelope_for(table, program, mode, feats).n_vectors > env_mod._BLOCK_MIN_VECTORS
+    assert compiled_mod.envelope_for(table, program, mode, feats).n_vectors > env_mod._BLOCK_MIN_VECTORS
     assert env_mod._blocks(tuple(feats.arrays), (96, 80)) is not None
     assert_same(env, scan, program.n_ops)

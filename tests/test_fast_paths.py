@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ppsweep.tables.fast_realize as fast_realize
+import ppsweep.tables.table as table_mod
 from ppsweep import SCHEDULES
 from ppsweep.tables.build import resolve_options, why_unsupported
 from ppsweep.engine.fast_program import _allocate_registers, compile_program_fast
@@ -66,7 +67,7 @@ assert_tables_equal = assert_programs_equal = assert_fields_equal
 def reference_profile(table: ScheduleTable, weights, monkeypatch) -> np.ndarray:
     """``activation_profile`` with its array path switched off (the per-operation loop)."""
     with monkeypatch.context() as patch:
-        patch.setattr(fast_realize, "activation_profile_fast", lambda *args: None)
+        patch.setattr(table_mod, "activation_profile_fast", lambda *args: None)
         return table.activation_profile(weights)
 
 

@@ -18,6 +18,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ppsweep.engine.comm import Routing, route
+from ppsweep.engine import envelope as _envelope
+from ppsweep.engine import envelope_cache as _envelope_cache
 from ppsweep.engine.fast_program import PROGRAM
 from ppsweep.engine.program import Program
 from ppsweep.tables.table import ScheduleTable
@@ -117,8 +119,6 @@ class CompiledTable:
     """One table's program, scan lanes per mode and envelopes, built once each (thread-safe)."""
 
     def __init__(self, table: ScheduleTable):
-        from ppsweep.engine.envelope_cache import cached_program
-
         self._table = weakref.ref(table)
         self._lock = threading.Lock()
         self._routes: dict[str, Routing] = {}
@@ -126,7 +126,7 @@ class CompiledTable:
         self._envelopes: dict[tuple, Any] = {}
         self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
-        self.program: Program = cached_program(self.digest, table.kind.size, lambda: PROGRAM(table))
+        self.program: Program = _envelope_cache.cached_program(self.digest, table.kind.size, lambda: PROGRAM(table))
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
@@ -139,27 +139,22 @@ class CompiledTable:
     def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int) -> Any:
         """The envelope of ``mode`` for feature ``weights`` (identified by ``key``), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
-        from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
-        from ppsweep.engine.envelope_cache import cached_envelope
-
         def build():
             try:
-                return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode))
-            except EnvelopeTooLarge as err:
+                return _envelope.build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode))
+            except _envelope.EnvelopeTooLarge as err:
                 # The verdict, not the raised error: its traceback would keep the callers' frames,
                 # and with them this table and its compiled form, alive as long as the cache.
-                return EnvelopeTooLarge(*err.args)
+                return _envelope.EnvelopeTooLarge(*err.args)
 
         def from_disk():
-            return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build)
+            return _envelope_cache.cached_envelope(self.digest, self.program, mode, weights, comm, cap, build)
 
         return self._cached(self._envelopes, (mode, cap) + key, from_disk)
 
     def digest(self) -> str:
         """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""
-        from ppsweep.engine.envelope_cache import table_digest
-
-        return self._cached(self._digest, "table", lambda: table_digest(self._table()))
+        return self._cached(self._digest, "table", lambda: _envelope_cache.table_digest(self._table()))
 
     def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:
         """A value derived from the program and the table, built once by ``make(program, table)``
@@ -191,6 +186,29 @@ def compiled_for(table: ScheduleTable) -> CompiledTable:
         made = CompiledTable(table)
         with _LOCK:
             hit = _COMPILED.setdefault(table, made)
+    return hit
+
+
+def program_for(table: ScheduleTable) -> Program:
+    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
+    its compiled form (:func:`compiled_for`)."""
+    return compiled_for(table).program
+
+
+def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Any, cap: int = _envelope.DEFAULT_CAP) -> Any:
+    """:func:`ppsweep.engine.envelope.build_envelope` of ``table`` for the features ``feats``, cached
+    with the table's compiled form (:func:`compiled_for`).
+
+    Args:
+      table: the table; program: its compiled program (kept for callers; the cached one is used).
+      mode: communication mode; feats: the :class:`~ppsweep.engine.envelope.Features`; cap: largest set kept at a node.
+
+    Raises:
+      EnvelopeTooLarge: when the table needs more than ``cap`` vectors (also cached).
+    """
+    hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap)
+    if isinstance(hit, _envelope.EnvelopeTooLarge):
+        raise _envelope.EnvelopeTooLarge(*hit.args)  # a new error: raising the cached verdict would tie frames to it
     return hit
 
 

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from ppsweep.engine.comm import wire_time
+from ppsweep.tables.ops import pair_time
 
 #: Per-stage fields, in the order of the engine's duration rows (kinds), then the gradient bytes.
 STAGE_FIELDS = ("t_f", "t_b", "t_i", "t_w", "grad_bytes")
@@ -36,7 +37,7 @@ class Costs:
       alpha: message latency, s; beta: bandwidth, bytes/s (``inf``: free transfers);
         msg_bytes: bytes of one point-to-point message; t_opt: optimizer update seconds per
         worker (0: none); fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden
-        under its backward half (:func:`ppsweep.costs.pair_time`) -- each broadcastable to ``batch``.
+        under its backward half (:func:`ppsweep.tables.ops.pair_time`) -- each broadcastable to ``batch``.
     """
 
     t_f: Any
@@ -107,8 +108,6 @@ class Costs:
 
     def pair_forward(self) -> Any:
         """``t_pf``: the forward part of an overlapped pair, ``(1 - fb_overlap)·t_f``, per stage."""
-        from ppsweep.costs import pair_time
-
         return pair_time(self.t_f, 0.0, np.asarray(self.fb_overlap)[..., None])
 
     def wire(self) -> np.ndarray:

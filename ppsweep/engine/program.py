@@ -164,14 +164,6 @@ def sync_rings(table: ScheduleTable, links: dict[tuple[int, int], int]) -> tuple
     return sync_stages, sync_holders, sync_ring
 
 
-def program_for(table: ScheduleTable) -> Program:
-    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
-    its compiled form (:func:`ppsweep.engine.compiled.compiled_for`)."""
-    from ppsweep.engine.compiled import compiled_for
-
-    return compiled_for(table).program
-
-
 @dataclass(frozen=True)
 class _Step:
     """One lane of one wave: an operation, or one of the four steps of a pair (module docstring)."""
@@ -218,7 +210,7 @@ def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: i
 def compile_program(table: ScheduleTable) -> Program:
     """Compile ``table`` into a :class:`Program` operation by operation (see the module docstring): the
     reference of :data:`ppsweep.engine.fast_program.PROGRAM`, which the engine calls (and
-    :func:`program_for` caches).
+    :func:`ppsweep.engine.compiled.program_for` caches).
 
     Args:
       table: the table.

@@ -17,7 +17,7 @@ from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_sc
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.costs import ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.engine.core import method_backend, simulate
-from ppsweep.engine.program import program_for
+from ppsweep.engine.compiled import program_for
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.store.schema import booleans, variables
 from ppsweep.sweep.timing import phase
