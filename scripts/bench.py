@@ -179,7 +179,6 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
         row["vectors"] = env.n_vectors
     except envelope_mod.EnvelopeTooLarge:
         row["vectors"] = None
-    dp = time.perf_counter() - t0
     env_out = {}
     for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
         first, warm, out = timed(lambda: simulate(*eargs, mode, backend="auto", dtype=dtype, finish=False, **kw), args.reps + 2)
