@@ -226,3 +226,21 @@ def test_every_table_level_implementation_equals_its_reference(slots, case):
             _fields_equal(got[1], want[1], f"compile_program {impl}")
         else:
             assert got == want
+
+
+def test_the_checks_catch_a_backend_outside_its_tolerance():
+    """The harness's comparisons can fail: a result off by a little more than the bound, or by one ulp
+    where the bits must be equal, is caught."""
+    table = build_schedule("1f1b", 2, 4)
+    costs = _costs("per_stage", table.n_stages, np.random.default_rng(0))
+    want = _run(table, costs, "contention", "reference", None)
+    got = _run(table, costs, "contention", "jax_scan", None)
+    _within(got, want, 1e-12, "as computed")
+    off = dataclasses.replace(got, t_sim=got.t_sim * (1 + 3e-12))
+    with pytest.raises(AssertionError):
+        _within(off, want, 1e-12, "t_sim off")
+    off = dataclasses.replace(got, comm_time=got.comm_time + 3e-12 * got.t_sim)
+    with pytest.raises(AssertionError):
+        _within(off, want, 1e-12, "comm_time off")
+    with pytest.raises(AssertionError):
+        _bits(dataclasses.replace(got, worker_finish=np.nextafter(got.worker_finish, np.inf)), got, "one ulp")
