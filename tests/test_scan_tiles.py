@@ -44,17 +44,18 @@ def _assert_same_bits(a, b):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
+@pytest.mark.parametrize("backend", ["jax_scan", "native_scan"])
 @pytest.mark.parametrize("name, p, m, mode", CASES)
-def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode):
-    # tiles of the largest size and of 6 points (two groups of 3 samples); and a slice of the
-    # grid on its own (tiles of 6 points: one compiled shape for both)
+def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode, backend):
+    # tiles of the largest size and of 6 points (JAX: two groups of 3 samples; the compiled loop:
+    # 7 points, groups cut across tiles); and a slice of the grid on its own
     table = build_schedule(name, p, m)
     costs, options = _grid(table, 90)
-    whole = _run(table, costs, options, mode, noise=NOISE)
+    whole = _run(table, costs, options, mode, backend, noise=NOISE)
     assert whole.t_sim.shape == (90, 3)
-    _assert_same_bits(whole, _run(table, costs, options, mode, noise=NOISE, chunk=7))
-    part = _run(table, {k: v[40:47] for k, v in costs.items()}, {k: v[40:47] for k, v in options.items()}, mode, noise=NOISE,
-                chunk=7)
+    _assert_same_bits(whole, _run(table, costs, options, mode, backend, noise=NOISE, chunk=7))
+    part = _run(table, {k: v[40:47] for k, v in costs.items()}, {k: v[40:47] for k, v in options.items()}, mode, backend,
+                noise=NOISE, chunk=7)
     for field in FIELDS:
         np.testing.assert_array_equal(getattr(whole, field)[40:47], getattr(part, field), err_msg=field)
     # the samples really differ (the noise is on)

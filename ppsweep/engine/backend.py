@@ -7,8 +7,8 @@ A *backend* computes :class:`SimResult` for one table over a grid of points of i
 - ``reference``: :func:`ppsweep.engine.reference.reference_simulate`, point by point (slow; the
   rules as written; never chosen by ``auto``).
 - ``jax_scan``: the jit-compiled max-plus scan (:mod:`ppsweep.engine.core`), noise included.
-- ``native_scan``: the compiled CPU loop (:mod:`ppsweep.engine.native_scan`), to the bit of ``jax_scan``;
-  no noise.
+- ``native_scan``: the compiled CPU loop (:mod:`ppsweep.engine.native_scan`), to the bit of ``jax_scan``,
+  noise included.
 - ``envelope``: the table's maximal path vectors (:mod:`ppsweep.engine.envelope`); no noise, only
   tables whose envelope stays within ``cap`` vectors.
 

@@ -26,8 +26,8 @@ Which implementation computes a call is the backend registry's choice (:mod:`pps
   each point is then a small matrix product and a maximum; only where it compiles within ``cap``
   vectors, and without noise. Points whose ``comm_time`` depends on the README's tie rule are
   recomputed with the scan.
-- ``auto`` (default): the envelope where it compiles within the cap, else the compiled CPU loop
-  (one CPU device, no noise), else the JAX scan.
+- ``auto`` (default): the envelope where it compiles within the cap and there is no noise, else
+  the compiled CPU loop (JAX on one CPU device), else the JAX scan.
 """
 
 from __future__ import annotations
@@ -447,24 +447,26 @@ def _one_cpu_device() -> bool:
 
 
 def _preferred_scan():
-    """The tile runner of the scan ``auto`` prefers without noise: :func:`_run_native` on one CPU device, else :func:`_run_scan`."""
+    """The tile runner of the scan ``auto`` prefers: :func:`_run_native` on one CPU device, else :func:`_run_scan`."""
     return _run_native if _one_cpu_device() else _run_scan
 
 
-def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, factors: None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
-    ranges of points on every core (threads; the loop holds no interpreter lock), each carried
-    through the table a tile of :func:`_native_tile` points (at most ``chunk``) at a time."""
-    if factors is not None:
-        raise AssertionError("the compiled CPU scan has no noisy path (backend native_scan supports no noise)")
+def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int,
+                factors: "_LaneFactors | None" = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_run_scan` as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`): ranges of
+    points on every core (threads; the loop holds no interpreter lock), each carried through the
+    table a tile of :func:`_native_tile` points (at most ``chunk``) at a time. With ``factors``
+    (``k`` samples) ``point`` holds groups of samples and the results come back group-major, as
+    :func:`_run_scan`'s."""
     from ppsweep.engine.envelope_cache import cached_native_steps
-    from ppsweep.engine.native_scan import native_steps, run_points
+    from ppsweep.engine.native_scan import native_steps, run_points, step_factors
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
         compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
     program = compiled.program
-    n = point.alpha.shape[0]
+    k = 0 if factors is None else factors.compute.shape[-1]
+    noisy = None if factors is None else step_factors(steps, factors.compute, factors.message, np.dtype(dtype))
+    n = point.alpha.shape[0] * max(k, 1)  # points (with noise: groups × samples)
     state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
     workers = _scan_workers()
     # every core a tile at least (small grids), each no larger than the caches hold
@@ -472,12 +474,12 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     # (n, rows) by point: Costs.durations lays its (rows, n) out column-major, so this is no copy in float64
     dur_t = np.ascontiguousarray(point.dur.T, dtype=dtype)
     alpha, wire, t_opt = (np.ascontiguousarray(a, dtype=dtype) for a in (point.alpha, point.wire, point.t_opt))
-    sync_dur = np.ascontiguousarray(point.sync_dur.reshape(-1, n), dtype=dtype)
+    sync_dur = np.ascontiguousarray(point.sync_dur.reshape(-1, point.alpha.shape[0]), dtype=dtype)
     out = (np.empty(n), np.empty((program.p, n)), np.empty(n))
     # a few ranges of whole tiles per thread, so that threads that run slower still end together
     per_range = tile * max(1, -(-n // (tile * 4 * workers)))
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
-    run = lambda r: run_points(steps, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r)  # noqa: E731
+    run = lambda r: run_points(steps, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy)  # noqa: E731
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(run, ranges))
@@ -847,8 +849,8 @@ class JaxScan:
 
 @dataclass(frozen=True)
 class NativeScan:
-    """The compiled CPU loop (:mod:`ppsweep.engine.native_scan`): the JAX scan's results to the bit, no noise.
-    ``auto`` prefers it to the JAX scan where JAX runs on one CPU device."""
+    """The compiled CPU loop (:mod:`ppsweep.engine.native_scan`): the JAX scan's results to the bit,
+    noise included. ``auto`` prefers it to the JAX scan where JAX runs on one CPU device."""
 
     name: str = "native_scan"
     tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL, exact_to="jax_scan")
@@ -859,8 +861,6 @@ class NativeScan:
         return 20 if _one_cpu_device() else 5
 
     def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int) -> str | None:
-        if noise is not None:
-            return "no noisy path (per-operation noise runs on the JAX scan)"
         return _compile_refusal(table, mode)
 
     def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int) -> _Prepared:
@@ -868,7 +868,7 @@ class NativeScan:
 
     def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
             noise: Any) -> SimResult:
-        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, None, _run_native)
+        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, _run_native)
 
 
 @dataclass(frozen=True)
