@@ -31,12 +31,15 @@ Choices where the contract is silent (also in the README, "Cost model"):
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from ppsweep.tables.ops import Kind
+from ppsweep.tables.ops import Kind, pair_time  # noqa: F401 (pair_time: its home is tables.ops; ppsweep.costs.pair_time kept)
 from ppsweep.tables.table import ScheduleTable
+
+if TYPE_CHECKING:
+    from ppsweep.engine.costs import Costs
 
 
 def _from_mapping(cls, kind: str, values: Mapping[str, Any]):
@@ -385,22 +388,6 @@ class SystemConfig:
             _require("system.intra_bandwidth", self.intra_bandwidth, positive=True)
         if self.intra_latency is not None:
             _require("system.intra_latency", self.intra_latency, positive=False)
-
-
-def pair_time(t_f: Any, t_b: Any, overlap: Any = 0.0) -> Any:
-    """Duration of an overlapped pair F&B: ``(1 - overlap)·t_f + t_b``.
-
-    Args:
-      t_f: the forward half's time, s (numbers or arrays; numpy broadcasting).
-      t_b: the full-backward half's time, s.
-      overlap: share of the forward half hidden under the backward half, in [0, 1] (the README's
-        ``fb_overlap``; the forward is the shorter half, a third of the pair with B = 2F). Default
-        0: the pair lasts as long as its halves one after the other.
-
-    Returns:
-      The pair's time, s.
-    """
-    return (1.0 - overlap) * t_f + t_b
 
 
 def _require(field: str, value: Any, positive: bool) -> None:

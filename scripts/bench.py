@@ -56,7 +56,7 @@ from ppsweep.engine import envelope as envelope_mod  # noqa: E402
 from ppsweep.engine.compiled import compiled_for  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine.core import MODES, simulate  # noqa: E402
-from ppsweep.engine.program import program_for  # noqa: E402
+from ppsweep.engine.compiled import program_for  # noqa: E402
 from ppsweep.engine.reference import reference_simulate  # noqa: E402
 
 SCHEDULES = ("gpipe", "1f1b", "chimera", "hanayo")
@@ -163,8 +163,8 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
     small, _ = grid_args(table, model, system, 32, 32)
     n_scan = 256 * 256
     for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
-        first, warm_small, _ = timed(lambda: simulate(*small, mode, method="scan", dtype=dtype, **kw), 1)
-        _, warm, out = timed(lambda: simulate(*sargs, mode, method="scan", dtype=dtype, **kw), args.reps)
+        first, warm_small, _ = timed(lambda: simulate(*small, mode, backend="scan", dtype=dtype, **kw), 1)
+        _, warm, out = timed(lambda: simulate(*sargs, mode, backend="scan", dtype=dtype, **kw), args.reps)
         row[f"scan_{tag}"] = n_scan / warm
         row[f"scan_{tag}_compile"] = max(0.0, first - warm_small)
         row[f"scan_{tag}_out"] = out.t_sim
@@ -181,17 +181,16 @@ def bench_row(name: str, mode: str, model, system, args) -> dict:
         row["vectors"] = env.n_vectors
     except envelope_mod.EnvelopeTooLarge:
         row["vectors"] = None
-    dp = time.perf_counter() - t0
     env_out = {}
     for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
-        first, warm, out = timed(lambda: simulate(*eargs, mode, method="auto", dtype=dtype, finish=False, **kw), args.reps + 2)
+        first, warm, out = timed(lambda: simulate(*eargs, mode, backend="auto", dtype=dtype, finish=False, **kw), args.reps + 2)
         row[f"env_{tag}"] = n_env / warm
         row[f"env_{tag}_compile"] = max(0.0, first - warm)  # the first call runs the programme (cached after)
         row["env_method"] = out.method
         env_out[tag] = out
     row["env_f32_err"] = float(np.max(np.abs(env_out["f32"].t_sim - env_out["f64"].t_sim) / env_out["f64"].t_sim))
     # the envelope against the scan on the scan's points (float64)
-    check = simulate(*sargs, mode, method="envelope", **kw)
+    check = simulate(*sargs, mode, backend="envelope", **kw)
     row["env_vs_scan"] = float(np.max(np.abs(check.t_sim - row["scan_f64_out"]) / row["scan_f64_out"]))
 
     # reference, a few points of the same grid
@@ -319,8 +318,8 @@ def bench_scaling(names: list[str]) -> None:
                 program = program_for(table)
                 sargs, kw = grid_args(table, model, system, 64, 64)
                 small, _ = grid_args(table, model, system, 8, 8)
-                first, warm_small, _ = timed(lambda: simulate(*small, "overlap", method="scan", **kw), 1)
-                _, warm, _ = timed(lambda: simulate(*sargs, "overlap", method="scan", **kw), 2)
+                first, warm_small, _ = timed(lambda: simulate(*small, "overlap", backend="scan", **kw), 1)
+                _, warm, _ = timed(lambda: simulate(*sargs, "overlap", backend="scan", **kw), 2)
                 eargs, kw = grid_args(table, model, system, 1000, 1000)
                 feats = grid_features(program, eargs, kw)
                 t0 = time.perf_counter()
@@ -332,7 +331,7 @@ def bench_scaling(names: list[str]) -> None:
                 if k == "scan":  # the envelope falls back to the scan: nothing more to time
                     env_rate, env_compile = "-", "-"
                 else:
-                    efirst, ewarm, out = timed(lambda: simulate(*eargs, "overlap", method="envelope", finish=False, **kw), 2)
+                    efirst, ewarm, out = timed(lambda: simulate(*eargs, "overlap", backend="envelope", finish=False, **kw), 2)
                     env_rate, env_compile = f"{1e6 / ewarm:,.0f}", f"{max(0.0, efirst - ewarm):.2f}"
                 print(
                     f"{name:8s} {p:3d} {m:5d} {program.n_ops:7d} | {64 * 64 / warm:10,.0f} {max(0.0, first - warm_small):9.2f} | "
@@ -425,7 +424,7 @@ def bench_tables(reps: int) -> dict:
                 return t
 
             r_build = _seconds(ref_build)
-            r_compile = _seconds(lambda: compile_program(table, fast=False))
+            r_compile = _seconds(lambda: compile_program(table))
             r_env = _seconds(lambda: envelope(False))
             r_rate = n / (t_order + r_build + r_compile)
             ratios.append(fast_rate / r_rate)
@@ -603,7 +602,7 @@ def bench_peers(reps: int) -> dict:
         rows = []
 
         def engine(method):
-            return simulate(table, t_f, t_b, alpha, beta, msg, "overlap", method=method, finish=False, **kw)
+            return simulate(table, t_f, t_b, alpha, beta, msg, "overlap", backend=method, finish=False, **kw)
 
         truth = np.asarray(engine("scan").t_sim).ravel()  # ppsweep's overlap step time (the scan: no envelope cap)
         for method, label, models in (
@@ -862,7 +861,7 @@ def bench_noise(reps: int, samples: int = 64) -> None:
                 beta = np.logspace(9, 12, 64)[:, None]
                 beta_plain = np.logspace(9, 12, 64 * samples)[:, None]
                 noisy = lambda: simulate(tbl, t_f, t_b, alpha, beta, msg, mode, noise=noise, dtype=dtype, finish=False, **kw)  # noqa: E731
-                plain = lambda: simulate(tbl, t_f, t_b, alpha, beta_plain, msg, mode, method="scan", dtype=dtype, finish=False, **kw)  # noqa: E731
+                plain = lambda: simulate(tbl, t_f, t_b, alpha, beta_plain, msg, mode, backend="scan", dtype=dtype, finish=False, **kw)  # noqa: E731
                 noisy(), plain()
                 a, b = [], []
                 for _ in range(reps):

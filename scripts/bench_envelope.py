@@ -1,4 +1,4 @@
-"""The envelope kernel alone: points/s of ``simulate(..., method="auto", finish=False)`` at p=8, m=32.
+"""The envelope kernel alone: points/s of ``simulate(..., backend="auto", finish=False)`` at p=8, m=32.
 
 Usage (from a checkout's root, so that its ``ppsweep`` is imported; the script may live elsewhere,
 e.g. to time an older checkout against this one, alternately, on a shared machine):
@@ -44,7 +44,7 @@ def main() -> None:
         eargs, kw = bench.grid_args(table, model, system, 1000, 1000)
 
         def run():
-            return simulate(*eargs, args.mode, method="auto", dtype=np.float64, finish=False, **kw)
+            return simulate(*eargs, args.mode, backend="auto", dtype=np.float64, finish=False, **kw)
 
         run()  # the programme and the compilation
         wall, cpu = [], []

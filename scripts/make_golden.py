@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from ppsweep import build_schedule  # noqa: E402
 from ppsweep.tables.build import why_unsupported  # noqa: E402
 from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
-from ppsweep.engine.core import simulate  # noqa: E402
+from ppsweep.engine.core import method_backend, simulate  # noqa: E402
 
 #: Where the golden results live.
 GOLDEN = ROOT / "tests" / "golden" / "engine.npz"
@@ -73,7 +73,7 @@ def compute() -> dict[str, np.ndarray]:
         for mode in MODES:
             for method in METHODS:
                 r = simulate(table, c.t_f[0], c.t_b[0], alpha, beta, c.msg_bytes, mode, t_i=c.t_i[0], t_w=c.t_w[0],
-                             grad_bytes=c.grad_bytes, t_opt=t_opt, method=method)
+                             grad_bytes=c.grad_bytes, t_opt=t_opt, backend=method_backend(method))
                 values = {"t_sim": r.t_sim, "comm_time": r.comm_time, "idle_sim": r.idle_fraction(table.p),
                           "worker_finish": r.worker_finish}
                 for field in FIELDS:

@@ -9,7 +9,8 @@ import numpy as np
 
 from ppsweep.engine.compiled import compiled_for
 from ppsweep.engine.core import simulate
-from ppsweep.engine.envelope import EnvelopeTooLarge, envelope_for, features
+from ppsweep.engine.compiled import envelope_for
+from ppsweep.engine.envelope import EnvelopeTooLarge, features
 from ppsweep.schedules import get_schedule
 from ppsweep.tables.fast_realize import realize_fast
 
@@ -23,7 +24,7 @@ def test_a_too_large_verdict_does_not_keep_its_table_alive(monkeypatch):
     monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
     table = _too_large_table()
     alpha, beta = np.array([1e-6, 1e-5])[None, :], np.array([1e9, 1e10])[:, None]
-    result = simulate(table, 1e-3, 2e-3, alpha, beta, 1e7, "contention", method="auto")
+    result = simulate(table, 1e-3, 2e-3, alpha, beta, 1e7, "contention", backend="auto")
     assert result.method == "scan"  # GPipe in contention at m = 80: 2m - 1 vectors, past the cap of 64
     verdict = compiled_for(table).envelope("contention", *_feature_args(table, alpha, beta), 64)
     assert isinstance(verdict, EnvelopeTooLarge) and verdict.__traceback__ is None

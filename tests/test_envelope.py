@@ -7,23 +7,20 @@ import os
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import case_id, cover_ids, mode_cover, supported_cases
 from ppsweep import build_schedule
 from ppsweep.engine import envelope as env_mod
+from ppsweep.engine.backend import UnsupportedCase
 from ppsweep.engine.core import MODES, simulate
-from ppsweep.engine.program import program_for
+import ppsweep.engine.compiled as compiled_mod
+from ppsweep.engine.compiled import program_for
 from ppsweep.engine.reference import reference_simulate
 
 # backward_halving is forward_doubling at 2m (tests/test_chimera_concat.py); at p=8, m=16 in ports it passes the cap (scan)
-OPTIONS = {"chimera": [{}, {"split": "1:2"}, {"concat": "forward_doubling"}], "hanayo": [{"waves": 1}, {"waves": 2}]}
-CASES = supported_cases([(4, 8), (8, 16)], OPTIONS)
-N = 64
 
 
 def sweep_like_costs(rng: np.random.Generator, n_stages: int, n: int) -> dict[str, np.ndarray]:
@@ -58,54 +55,6 @@ def assert_same(env, scan, depth):
     assert np.all(np.abs(env.comm_time - scan.comm_time) <= 1e-12 * depth * scan.t_sim)
 
 
-COVER = mode_cover(CASES, MODES, full=lambda c: c[1:3] == (4, 8))
-
-
-# Every mode at p=4, m=8; at p=8, m=16 each case in two modes (rotating, so every mode is met by
-# several schedules there): each (table, mode, method) is one JAX compilation.
-@pytest.mark.parametrize("case, mode", COVER, ids=cover_ids(COVER))
-def test_envelope_matches_scan(case, mode):
-    name, p, m, options = case
-    table = build_schedule(name, p, m, **options)
-    rng = np.random.default_rng(zlib.crc32(f"env-{case_id(case)}-{mode}".encode()))
-    c = sweep_like_costs(rng, table.n_stages, N)
-    env = run(table, c, mode, method="envelope", cap=256)
-    scan = run(table, c, mode, method="scan")
-    assert env.method == "envelope" and scan.method == "scan"
-    assert_same(env, scan, program_for(table).n_ops)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["gpipe", "1f1b", "chimera", "hanayo"])
-def test_envelope_matches_scan_on_grids(name, mode):
-    # A broadcast grid (compute × bandwidth × latency), as sweeps pass it.
-    table = build_schedule(name, 4, 8)
-    S = table.n_stages
-    profile = np.linspace(1.0, 2.0, S)
-    t_f = np.array([0.5, 1.0, 3.0])[:, None, None, None] * profile
-    beta = np.logspace(-1, 2, 7)[None, :, None]
-    alpha = np.array([0.0, 0.01, 0.3])[None, None, :]
-    args = (table, t_f, 2 * t_f, alpha, beta, 2.0, mode)
-    kwargs = dict(grad_bytes=3.0 * profile, t_opt=0.1)
-    env = simulate(*args, method="envelope", **kwargs)
-    scan = simulate(*args, method="scan", **kwargs)
-    assert env.method == "envelope" and env.t_sim.shape == (3, 7, 3)
-    assert_same(env, scan, program_for(table).n_ops)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_arbitrary_per_stage_costs_match_scan(mode):
-    # Per-stage costs that share no profile: many features; the envelope or its fallback agrees.
-    table = build_schedule("1f1b", 4, 8)
-    rng = np.random.default_rng(7)
-    n, S = 32, table.n_stages
-    c = sweep_like_costs(rng, S, n)
-    c.update(t_f=rng.uniform(0.2, 1.0, (n, S)), t_b=rng.uniform(0.4, 2.0, (n, S)), t_i=None, t_w=None)
-    auto = run(table, c, mode, method="auto")
-    scan = run(table, c, mode, method="scan")
-    assert_same(auto, scan, program_for(table).n_ops)
-
-
 def test_fallback_to_scan_when_a_table_needs_too_many_vectors():
     table = build_schedule("gpipe", 4, 8)
     c = sweep_like_costs(np.random.default_rng(3), table.n_stages, 16)
@@ -114,10 +63,11 @@ def test_fallback_to_scan_when_a_table_needs_too_many_vectors():
                              np.asarray(c["alpha"]), np.asarray(c["beta"]), np.asarray(5.0), np.asarray(c["t_opt"]), 1)
     with pytest.raises(env_mod.EnvelopeTooLarge):
         env_mod.build_envelope(program, "contention", feats.weights, feats.comm, cap=1)
-    for method in ("envelope", "auto"):
-        r = run(table, c, "contention", method=method, cap=1)
-        assert r.method == "scan"
-    scan = run(table, c, "contention", method="scan")
+    r = run(table, c, "contention", backend="auto", cap=1)
+    assert r.backend == "native_scan" and "not envelope (needs more than cap=1 vectors)" in r.reason
+    with pytest.raises(UnsupportedCase, match="envelope cannot run gpipe in contention: needs more than cap=1 vectors"):
+        run(table, c, "contention", backend="envelope", cap=1)
+    scan = run(table, c, "contention", backend="scan")
     np.testing.assert_array_equal(r.t_sim, scan.t_sim)
     np.testing.assert_array_equal(r.comm_time, scan.comm_time)
 
@@ -130,7 +80,7 @@ def test_exact_ties_follow_the_readme_rule(name, mode):
     table = build_schedule(name, 4, 8)
     alpha = np.array([0.0, 0.5, 1.0, 0.0, 1.0])
     beta = np.array([1.0, 2.0, 1.0, np.inf, 0.5])
-    r = simulate(table, 1.0, 2.0, alpha, beta, 1.0, mode, grad_bytes=2.0, method="envelope")
+    r = simulate(table, 1.0, 2.0, alpha, beta, 1.0, mode, grad_bytes=2.0, backend="envelope")
     assert r.method == "envelope"
     for i in range(alpha.size):
         want = reference_simulate(table, 1.0, 2.0, alpha[i], beta[i], 1.0, mode, grad_bytes=2.0)
@@ -186,8 +136,8 @@ def test_float32_envelope_close_to_float64():
     table = build_schedule("hanayo", 4, 8)
     bandwidth = np.logspace(9, 12, 64)
     args = (table, 0.03, 0.06, 5e-7, bandwidth, 33.5e6)
-    r64 = simulate(*args, method="envelope")
-    r32 = simulate(*args, method="envelope", dtype=np.float32)
+    r64 = simulate(*args, backend="envelope")
+    r32 = simulate(*args, backend="envelope", dtype=np.float32)
     np.testing.assert_allclose(r32.t_sim, r64.t_sim, rtol=1e-5)
 
 
@@ -218,7 +168,7 @@ _MULTI_DEVICE = textwrap.dedent(
     for name, mode in args["cases"]:
         table = build_schedule(name, 4, 8)
         r = simulate(table, 1.0, 2.0, np.array(args["alpha"]), np.array(args["beta"]), 3.0, mode,
-                     grad_bytes=4.0, method="scan", chunk=8)
+                     grad_bytes=4.0, backend="scan", chunk=8)
         out[f"{name}-{mode}"] = [r.t_sim.tolist(), r.worker_finish.tolist(), r.comm_time.tolist()]
     print(json.dumps(out))
     """
@@ -241,7 +191,7 @@ def test_scan_split_across_two_devices_matches_one_device():
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, mode in cases:
         table = build_schedule(name, 4, 8)
-        r = simulate(table, 1.0, 2.0, alpha, beta, 3.0, mode, grad_bytes=4.0, method="scan", chunk=8)
+        r = simulate(table, 1.0, 2.0, alpha, beta, 3.0, mode, grad_bytes=4.0, backend="scan", chunk=8)
         t_sim, finish, comm = got[f"{name}-{mode}"]
         np.testing.assert_array_equal(np.array(t_sim), r.t_sim)
         np.testing.assert_array_equal(np.array(finish), r.worker_finish)
@@ -257,12 +207,12 @@ def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
     beta = np.logspace(-1, 2, 96)[:, None]
     alpha = np.concatenate([[0.0], np.logspace(-3, 0, 79)])[None, :]
     args = (table, 1.0, 2.0, alpha, beta, 2.0, mode)
-    env = simulate(*args, method="envelope", grad_bytes=3.0)
-    scan = simulate(*args, method="scan", grad_bytes=3.0)
+    env = simulate(*args, backend="envelope", grad_bytes=3.0)
+    scan = simulate(*args, backend="scan", grad_bytes=3.0)
     assert env.method == "envelope"
     program = program_for(table)
     feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
                                        "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
-    assert env_mod.envelope_for(table, program, mode, feats).n_vectors > env_mod._BLOCK_MIN_VECTORS
+    assert compiled_mod.envelope_for(table, program, mode, feats).n_vectors > env_mod._BLOCK_MIN_VECTORS
     assert env_mod._blocks(tuple(feats.arrays), (96, 80)) is not None
     assert_same(env, scan, program.n_ops)

@@ -13,6 +13,7 @@ from ppsweep import build_schedule
 from ppsweep.engine import envelope as envelope_mod
 from ppsweep.engine import envelope_cache
 from ppsweep.engine.comm import MODES
+import ppsweep.engine.compiled as compiled_mod
 from ppsweep.engine.compiled import compiled_for
 from ppsweep.engine.core import simulate
 from ppsweep.sweep.evaluate import SweepSpec
@@ -39,7 +40,7 @@ def fresh(table):
 
 
 def run(table, mode, **kwargs):
-    return simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, method="envelope", **kwargs)
+    return simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="auto", **kwargs)
 
 
 def no_build(monkeypatch):
@@ -111,11 +112,6 @@ def test_keys_separate_table_mode_cap_features_and_code(monkeypatch):
     assert base != envelope_cache.envelope_key(digest, "overlap", weights, comm, 64)
 
 
-def test_the_code_version_covers_the_envelope_modules():
-    names = {name for names in envelope_cache._MODULES.values() for name in names}
-    assert {"envelope.py", "native_envelope.py", "program.py", "comm.py", "compiled.py"} <= names
-
-
 def test_a_damaged_file_is_rebuilt_and_replaced(cache, monkeypatch):
     table = build_schedule("1f1b", 4, 8)
     expected = run(fresh(table), "overlap")
@@ -162,7 +158,7 @@ def test_a_too_large_verdict_is_cached(cache, monkeypatch):
     again = run(fresh(table), "contention", cap=1)
     assert again.method == "scan" and np.array_equal(again.t_sim, expected.t_sim)
     with pytest.raises(envelope_mod.EnvelopeTooLarge, match="cap 1"):
-        envelope_mod.envelope_for(fresh(table), None, "contention", _features(table), cap=1)
+        compiled_mod.envelope_for(fresh(table), None, "contention", _features(table), cap=1)
 
 
 def _features(table):
@@ -213,12 +209,9 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     field, the scan's results the same to the bit, and nothing compiled on the warm run."""
     import ppsweep.engine.compiled as compiled_mod
     import ppsweep.engine.native_scan as native_scan
-    from ppsweep.engine.core import SCAN_ENV
-
     monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
-    monkeypatch.setenv(SCAN_ENV, "native")
     tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {})]]
-    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, method="scan")  # noqa: E731
+    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="native_scan")  # noqa: E731
     steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
     monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
     expected = []
@@ -233,7 +226,7 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     def refused(*args, **kwargs):
         raise AssertionError("compiled, not read from the cache")
 
-    monkeypatch.setattr(compiled_mod, "compile_program", refused)
+    monkeypatch.setattr(compiled_mod, "PROGRAM", refused)
     monkeypatch.setattr(native_scan, "native_steps", refused)
     for table, (want, program, table_steps) in zip(tables, expected):
         table = fresh(table)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ppsweep.tables.fast_realize as fast_realize
+import ppsweep.tables.table as table_mod
 from ppsweep import SCHEDULES
 from ppsweep.tables.build import resolve_options, why_unsupported
 from ppsweep.engine.fast_program import _allocate_registers, compile_program_fast
@@ -66,22 +67,21 @@ assert_tables_equal = assert_programs_equal = assert_fields_equal
 def reference_profile(table: ScheduleTable, weights, monkeypatch) -> np.ndarray:
     """``activation_profile`` with its array path switched off (the per-operation loop)."""
     with monkeypatch.context() as patch:
-        patch.setattr(fast_realize, "activation_profile_fast", lambda *args: None)
+        patch.setattr(table_mod, "activation_profile_fast", lambda *args: None)
         return table.activation_profile(weights)
 
 
-def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatch) -> None:
+def check_array_readings(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatch) -> None:
+    """What tests/conformance does not cover: the operations realize_fast remembers, the activation
+    profiles and a split backward's pending bytes, arrays against the per-operation loops."""
     ref = realize(order, f_slots, b_slots)
     fast = realize_fast(order, f_slots, b_slots)
-    assert_tables_equal(fast, ref)
     # the operations realize_fast remembers are those read back off the dense arrays (None for
     # both where the table has kinds the array paths leave to the references, e.g. F&B pairs)
     remembered, read_back = table_ops(fast), fast_realize._read_ops(ref)
     assert (remembered is None) == (read_back is None)
     if read_back is not None:
         assert_fields_equal(remembered, read_back)
-    validate_table(ref)
-    validate_fast(fast)
     weights = np.linspace(0.5, 2.0, ref.n_stages)
     for w in (None, weights):
         expected = reference_profile(ref, w, monkeypatch)
@@ -95,7 +95,6 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
             patch.setattr(fast_realize, "table_ops", lambda table: None)
             expected = costs._pending_profile(ref, pending)
         assert np.array_equal(costs._pending_profile(fast, pending), expected)
-    assert_programs_equal(compile_program_fast(fast), compile_program(ref, fast=False))
 
 
 #: Every case with the default slots (1, 2); the other slot settings on every case with p <= 4
@@ -103,11 +102,13 @@ def check_all_paths(order: ScheduleOrder, f_slots: int, b_slots: int, monkeypatc
 SLOT_CASES = [(slots, case) for case in CASES for slots in (SLOTS if case[1] <= 4 else SLOTS[:1])]
 
 
+# (The realized tables, the validator's verdicts and the compiled programs of every registered
+# schedule against the references: tests/conformance.)
 @pytest.mark.parametrize("slots, case", SLOT_CASES, ids=[f"f{s[0]}b{s[1]}-{_case_id(c)}" for s, c in SLOT_CASES])
-def test_registered_schedules_match_reference(slots, case, monkeypatch):
+def test_registered_schedules_read_as_the_reference_reads_them(slots, case, monkeypatch):
     name, p, m, options = case
     order = get_schedule(name).build_order(p, m, **resolve_options(name, options))
-    check_all_paths(order, *slots, monkeypatch)
+    check_array_readings(order, *slots, monkeypatch)
 
 
 def random_order(rng: random.Random, p: int, m: int, n_stages: int, replicas: int, split: bool) -> ScheduleOrder:
@@ -140,7 +141,7 @@ def test_random_valid_orders_match_reference(seed, monkeypatch):
     assert_tables_equal(realize_fast(order, f_slots, b_slots), ref)
     # Random placements may send one output to two workers: then both compilers refuse it.
     try:
-        expected = compile_program(ref, fast=False)
+        expected = compile_program(ref)
     except NotImplementedError as err:
         with pytest.raises(NotImplementedError) as fast_err:
             compile_program_fast(ref)

@@ -127,5 +127,5 @@ def test_timed_fill_fills_the_drain():
     for name in ("flex@warmup=14", f"flex@fill=timed@gap=0@lag={m}@warmup=14@times={times}"):
         table = build_schedule(name, p, m)
         idle[name] = float(np.asarray(simulate(table, 18.522, 27.423, 0.601, np.inf, 0.0, "overlap", t_i=18.086,
-                                               t_w=9.337, method="scan").t_sim))
+                                               t_w=9.337, backend="scan").t_sim))
     assert idle[f"flex@fill=timed@gap=0@lag={m}@warmup=14@times={times}"] < idle["flex@warmup=14"]

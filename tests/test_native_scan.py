@@ -6,22 +6,9 @@ import numpy as np
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.engine.comm import MODES
-from ppsweep.engine.core import SCAN_ENV, scan_implementation, simulate
-from ppsweep.schedules import SCHEDULES
-from ppsweep.tables.build import why_unsupported
+from ppsweep.engine.core import SCAN_ENV, simulate
 
 FIELDS = ("t_sim", "worker_finish", "comm_time", "compute_time")
-
-
-def _cases() -> list[tuple[str, int, int, dict]]:
-    cases = []
-    for name in sorted(SCHEDULES):
-        for options in [{}] + ([{"waves": 2}] if name == "hanayo" else []) + ([{"split": "1:2"}] if name == "chimera" else []):
-            for p, m in ((2, 3), (4, 8)):
-                if why_unsupported(name, p, m, **options) is None:
-                    cases.append((name, p, m, options))
-    return cases
 
 
 def _costs(table, kind: str, rng: np.random.Generator, n: int = 29) -> tuple[tuple, dict]:
@@ -40,29 +27,7 @@ def _costs(table, kind: str, rng: np.random.Generator, n: int = 29) -> tuple[tup
 
 
 def _scan(monkeypatch, implementation: str, table, args, kw, mode: str, dtype):
-    monkeypatch.setenv(SCAN_ENV, implementation)
-    return simulate(table, *args, mode=mode, method="scan", dtype=dtype, **kw)
-
-
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: f"{c[0]}-p{c[1]}-m{c[2]}" + "".join(f"-{k}={v}" for k, v in c[3].items()))
-def test_native_scan_equals_the_jax_scan_to_the_bit(monkeypatch, case):
-    name, p, m, options = case
-    table = build_schedule(name, p, m, **options)
-    rng = np.random.default_rng(p * 100 + m)
-    for mode in MODES:
-        for kind in ("random", "integers", "updates"):
-            args, kw = _costs(table, kind, rng)
-            for dtype in (np.float64, np.float32):
-                try:
-                    jax_result = _scan(monkeypatch, "jax", table, args, kw, mode, dtype)
-                except NotImplementedError:  # ports: a table whose sends the scan's order cannot follow
-                    with pytest.raises(NotImplementedError):
-                        _scan(monkeypatch, "native", table, args, kw, mode, dtype)
-                    continue
-                native = _scan(monkeypatch, "native", table, args, kw, mode, dtype)
-                for field in FIELDS:
-                    a, b = getattr(native, field), getattr(jax_result, field)
-                    assert a.dtype == b.dtype and np.array_equal(a, b), (mode, kind, np.dtype(dtype).name, field)
+    return simulate(table, *args, mode=mode, backend=f"{implementation}_scan", dtype=dtype, **kw)
 
 
 def test_native_scan_on_tiles_of_every_size(monkeypatch):
@@ -72,8 +37,7 @@ def test_native_scan_on_tiles_of_every_size(monkeypatch):
     args, kw = _costs(table, "random", rng, n=1000)
     whole = _scan(monkeypatch, "native", table, args, kw, "contention", np.float64)
     for chunk in (1, 7, 64, 333):
-        monkeypatch.setenv(SCAN_ENV, "native")
-        part = simulate(table, *args, mode="contention", method="scan", chunk=chunk, **kw)
+        part = simulate(table, *args, mode="contention", backend="native_scan", chunk=chunk, **kw)
         for field in FIELDS:
             assert np.array_equal(getattr(part, field), getattr(whole, field)), (chunk, field)
 
@@ -83,17 +47,23 @@ def test_integer_ties_follow_the_readme_rule(monkeypatch):
     own path first) gives comm_time 0 for GPipe in overlap, in both implementations."""
     table = build_schedule("gpipe", 4, 6)
     for implementation in ("native", "jax"):
-        monkeypatch.setenv(SCAN_ENV, implementation)
-        r = simulate(table, 1.0, 2.0, 0.0, np.inf, 1.0, "overlap", method="scan")
+        r = simulate(table, 1.0, 2.0, 0.0, np.inf, 1.0, "overlap", backend=f"{implementation}_scan")
         assert float(r.comm_time) == 0.0 and float(r.t_sim) == table.length
 
 
-def test_scan_implementation_is_checked(monkeypatch):
+def test_deprecated_scan_variable_narrows_auto_with_a_warning(monkeypatch):
+    table = build_schedule("gpipe", 2, 2)
     monkeypatch.setenv(SCAN_ENV, "fast")
     with pytest.raises(ValueError, match=r"PPSWEEP_SCAN: unknown scan 'fast'; accepted: auto, jax, native"):
-        scan_implementation()
+        simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0)
+    for implementation in ("jax", "native"):
+        monkeypatch.setenv(SCAN_ENV, implementation)
+        with pytest.warns(DeprecationWarning, match="PPSWEEP_SCAN is deprecated"):
+            r = simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0)
+        assert r.backend == f"{implementation}_scan"
     monkeypatch.delenv(SCAN_ENV)
-    assert scan_implementation() == "auto"
+    with pytest.warns(DeprecationWarning, match=r"method=\.\.\.\) is deprecated"):
+        assert simulate(table, 1.0, 2.0, 0.0, 1.0, 1.0, method="envelope").backend == "envelope"
 
 
 def test_tie_floor_is_one_rounding():

@@ -91,11 +91,11 @@ def test_zero_noise_gives_the_noise_free_results(name, p, m):
     table = build_schedule(name, p, m)
     t_f, t_b = _stage_times(table)
     beta = np.array([1e9, 1e11])
-    plain = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, method="scan")
-    zero = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, method="scan",
+    plain = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, backend="scan")
+    zero = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, backend="scan",
                     noise=NoiseConfig.from_mapping({"samples": 2, "compute": {"cv": 0.0}}))
     # every factor 1 through the noisy scan: a straggler probability 1 but no worker may straggle
-    ones = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, method="scan",
+    ones = simulate(table, t_f, t_b, 1e-6, beta, MSG, "contention", fb_overlap=0.3, backend="scan",
                     noise=NoiseConfig.from_mapping({"samples": 2, "straggler": {"prob": 1.0, "slowdown": 3.0, "workers": []}}))
     for r in (zero, ones):
         for k in range(2):
@@ -113,16 +113,16 @@ def test_straggler_with_probability_one_is_that_worker_slowed(mode):
     slow_worker, slowdown = 1, 2.5
     noise = NoiseConfig.from_mapping({"samples": 2, "straggler": {"prob": 1.0, "slowdown": slowdown, "workers": [slow_worker]}})
     beta = np.array([1e9, 1e10, 1e11])
-    r = simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, fb_overlap=0.3, noise=noise, method="scan")
+    r = simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, fb_overlap=0.3, noise=noise, backend="scan")
     slow = np.where(table.placement[0] == slow_worker, slowdown, 1.0)
     assert np.count_nonzero(slow != 1) == 2
-    plain = simulate(table, t_f * slow, t_b * slow, 1e-6, beta, MSG, mode, fb_overlap=0.3, method="scan")
+    plain = simulate(table, t_f * slow, t_b * slow, 1e-6, beta, MSG, mode, fb_overlap=0.3, backend="scan")
     for k in range(2):
         np.testing.assert_allclose(r.t_sim[:, k], plain.t_sim, rtol=1e-13)
         np.testing.assert_allclose(r.comm_time[:, k], plain.comm_time, rtol=1e-12, atol=1e-18)
         np.testing.assert_allclose(r.worker_finish[:, k], plain.worker_finish, rtol=1e-13)
     np.testing.assert_allclose(r.compute_time[:, 0], plain.compute_time, rtol=1e-14)
-    assert np.all(plain.t_sim > simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, fb_overlap=0.3, method="scan").t_sim)
+    assert np.all(plain.t_sim > simulate(table, t_f, t_b, 1e-6, beta, MSG, mode, fb_overlap=0.3, backend="scan").t_sim)
 
 
 def test_robustness_sweep_with_dualpipev_has_a_sample_dimension(tmp_path):

@@ -90,3 +90,21 @@ def test_noise_changes_the_store_identity(tmp_path, stores):
 def test_bad_noise_config_is_refused_before_any_work():
     with pytest.raises(ValueError, match="noise.compute.dist: unknown distribution 'weibull'"):
         SweepSpec.from_config(config(noise={"samples": 2, "compute": {"dist": "weibull", "cv": 0.1}}))
+
+
+def test_noisy_sweep_leaves_jax_x64_flag_alone(tmp_path):
+    # A fresh interpreter (spawned, never forked): a small noisy sweep draws its factors in float64
+    # inside a scoped context, and JAX's global flag is as it was afterwards.
+    import subprocess
+    import sys
+
+    cfg = config(name="flag", schedules=["1f1b"], p=[2], m=[4], bandwidth=[1e10], latency=[1e-6], noise=JITTER)
+    code = (
+        "import jax; before = jax.config.jax_enable_x64;"
+        "import xarray as xr; from ppsweep.sweep.runner import run_sweep; from ppsweep.sweep.evaluate import SweepSpec;"
+        f"spec = SweepSpec.from_config({cfg!r}); run_sweep(spec, {str(tmp_path / 'flag.zarr')!r}, 'yaml: 1', progress=False);"
+        "assert jax.config.jax_enable_x64 == before == False, jax.config.jax_enable_x64;"
+        f"ds = xr.open_zarr({str(tmp_path / 'flag.zarr')!r}).load(); t = ds.t_sim.values;"
+        "assert t.dtype == 'float64' and t.shape[-1] == 5 and len(set(t.ravel().tolist())) > 1, t"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,7 +8,6 @@ nine systems stay: the findings select them from the compute × bandwidth × lat
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from ppsweep.paper import findings, reproduce

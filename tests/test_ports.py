@@ -116,7 +116,7 @@ def test_scan_equals_reference_where_pairs_meet_at_a_port(name, p, m):
     t_b = 2 * t_f * rng.uniform(0.8, 1.2, (n, S))
     alpha, beta, msg = rng.uniform(0, 0.2, n), rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 2.0, n)
     overlap, grad = rng.uniform(0, 1, n), rng.uniform(1, 5, S)
-    got = simulate(table, t_f, t_b, alpha, beta, msg, "ports", grad_bytes=grad, fb_overlap=overlap, method="scan")
+    got = simulate(table, t_f, t_b, alpha, beta, msg, "ports", grad_bytes=grad, fb_overlap=overlap, backend="scan")
     for k in range(n):
         want = reference_simulate(table, t_f[k], t_b[k], alpha[k], beta[k], msg[k], "ports", grad_bytes=grad,
                                   fb_overlap=overlap[k])

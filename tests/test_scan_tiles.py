@@ -34,9 +34,9 @@ def _grid(table, n: int, seed: int = 0):
     return costs, options
 
 
-def _run(table, costs, options, mode, **kw):
+def _run(table, costs, options, mode, backend="scan", **kw):
     return simulate(table, costs["t_f"], costs["t_b"], costs["alpha"], costs["beta"], costs["msg_bytes"], mode,
-                    method="scan", **options, **kw)
+                    backend=backend, **options, **kw)
 
 
 def _assert_same_bits(a, b):
@@ -44,17 +44,18 @@ def _assert_same_bits(a, b):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
+@pytest.mark.parametrize("backend", ["jax_scan", "native_scan"])
 @pytest.mark.parametrize("name, p, m, mode", CASES)
-def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode):
-    # tiles of the largest size and of 6 points (two groups of 3 samples); and a slice of the
-    # grid on its own (tiles of 6 points: one compiled shape for both)
+def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode, backend):
+    # tiles of the largest size and of 6 points (JAX: two groups of 3 samples; the compiled loop:
+    # 7 points, groups cut across tiles); and a slice of the grid on its own
     table = build_schedule(name, p, m)
     costs, options = _grid(table, 90)
-    whole = _run(table, costs, options, mode, noise=NOISE)
+    whole = _run(table, costs, options, mode, backend, noise=NOISE)
     assert whole.t_sim.shape == (90, 3)
-    _assert_same_bits(whole, _run(table, costs, options, mode, noise=NOISE, chunk=7))
-    part = _run(table, {k: v[40:47] for k, v in costs.items()}, {k: v[40:47] for k, v in options.items()}, mode, noise=NOISE,
-                chunk=7)
+    _assert_same_bits(whole, _run(table, costs, options, mode, backend, noise=NOISE, chunk=7))
+    part = _run(table, {k: v[40:47] for k, v in costs.items()}, {k: v[40:47] for k, v in options.items()}, mode, backend,
+                noise=NOISE, chunk=7)
     for field in FIELDS:
         np.testing.assert_array_equal(getattr(whole, field)[40:47], getattr(part, field), err_msg=field)
     # the samples really differ (the noise is on)
@@ -64,12 +65,12 @@ def test_noisy_results_are_the_same_bits_whatever_the_tile(name, p, m, mode):
 @pytest.mark.parametrize("implementation", ["jax", "native"])
 @pytest.mark.parametrize("name, p, m, mode", CASES)
 def test_noise_free_results_are_the_same_bits_whatever_the_tile(name, p, m, mode, implementation, monkeypatch):
-    monkeypatch.setenv(core.SCAN_ENV, implementation)
+    backend = f"{implementation}_scan"
     table = build_schedule(name, p, m)
     costs, options = _grid(table, 600, seed=1)
-    whole = _run(table, costs, options, mode)  # tiles by the tile rule
+    whole = _run(table, costs, options, mode, backend)  # tiles by the tile rule
     monkeypatch.setattr(core, "TILE_BYTES", 0)  # the smallest tiles (JAX 256 points, native 64), whatever the table
-    _assert_same_bits(whole, _run(table, costs, options, mode))
+    _assert_same_bits(whole, _run(table, costs, options, mode, backend))
 
 
 def test_tile_rule_keeps_a_tile_s_rows_within_the_budget():
@@ -115,7 +116,7 @@ def test_noisy_products_are_rounded_on_their_own(name, p, m):
     f = op_factors(NOISE, op_identities(table), table.p, np.arange(NOISE.samples))
     durations = {Kind.F: t_f, Kind.B: t_b, Kind.I: t_b / 2, Kind.W: t_b / 2}
     for mode in ("overlap", "contention"):
-        r = simulate(table, t_f, t_b, alpha, beta, msg, mode, noise=NOISE, method="scan")
+        r = simulate(table, t_f, t_b, alpha, beta, msg, mode, noise=NOISE, backend="scan")
         for b, bw in enumerate(beta):
             for k in range(NOISE.samples):
                 ops, msgs = reference_inputs(table, f, k, durations, alpha, msg / bw)
@@ -132,7 +133,6 @@ def test_tables_of_any_length_share_one_compiled_block_of_waves(mode, monkeypatc
     from ppsweep.engine.compiled import WAVE_BLOCK
     from ppsweep.engine.reference import reference_simulate
 
-    monkeypatch.setenv(core.SCAN_ENV, "jax")  # the JAX scan's compiled blocks
     tables = [build_schedule("1f1b", 4, m) for m in (8, 40, 72)]
     blocks = [len(compiled_for(t).lanes(mode).blocks) for t in tables]
     waves = [compiled_for(t).program.n_waves for t in tables]
@@ -140,7 +140,7 @@ def test_tables_of_any_length_share_one_compiled_block_of_waves(mode, monkeypatc
     kernels = []
     for table in tables:
         costs, options = _grid(table, 5, seed=3)
-        got = _run(table, costs, options, mode)
+        got = _run(table, costs, options, mode, "jax_scan")  # the JAX scan's compiled blocks
         kernels.append(core._scan_waves._cache_size())
         for i in range(5):
             want = reference_simulate(table, costs["t_f"][i], costs["t_b"][i], costs["alpha"][i], costs["beta"][i],

@@ -109,7 +109,7 @@ PLACEMENTS = ([0, 0, 1, 1], [0, 1, 1, 0])
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
-def test_every_backend_equals_the_reference_on_two_tiers(name, monkeypatch):
+def test_every_backend_equals_the_reference_on_two_tiers(name):
     """Every registered schedule at p = 4, both placements, every mode: the compiled scan and the
     envelope (all four modes; a cap of 1024 vectors, so that it compiles), the JAX scan (one mode on
     every third schedule: each mode once), equal to the reference at random points whose tiers differ."""
@@ -125,21 +125,19 @@ def test_every_backend_equals_the_reference_on_two_tiers(name, monkeypatch):
     ratios = [(0.25, 8.0), (rng.uniform(0.0, 0.5, n), rng.uniform(2.0, 20.0, n))]
     msg, t_opt, grad = rng.uniform(0.5, 2.0, n), rng.uniform(0, 0.3, n), rng.uniform(1, 5, S)
     k = sorted(SCHEDULES).index(name)
-    runs = [(mode, "scan", "native") for mode in MODES] + [(mode, "envelope", "native") for mode in MODES]
+    runs = [(mode, "native_scan") for mode in MODES] + [(mode, "envelope") for mode in MODES]
     if k % 3 == 0:  # each JAX scan compiles (seconds): four schedules, one mode each
-        runs += [(mode, "scan", "jax") for mode in rotated_modes(MODES, k // 3, 1)]
+        runs += [(mode, "jax_scan") for mode in rotated_modes(MODES, k // 3, 1)]
     for nodes, (a_ratio, b_ratio) in zip(PLACEMENTS, ratios):
         alpha_intra, beta_intra = alpha * a_ratio, beta * b_ratio
         want = [reference_simulate(table, t_f[i, 0], t_b[i, 0], alpha[i], beta[i], msg[i], mode, grad_bytes=grad,
                                    t_opt=t_opt[i], alpha_intra=alpha_intra[i], beta_intra=beta_intra[i], worker_node=nodes)
                 for mode in MODES for i in range(n)]
-        for mode, method, scan in runs:
-            monkeypatch.setenv("PPSWEEP_SCAN", scan)
-            got = simulate(table, t_f, t_b, alpha, beta, msg, mode, grad_bytes=grad, t_opt=t_opt, method=method,
+        for mode, backend in runs:
+            got = simulate(table, t_f, t_b, alpha, beta, msg, mode, grad_bytes=grad, t_opt=t_opt, backend=backend,
                            alpha_intra=alpha_intra, beta_intra=beta_intra, worker_node=nodes, cap=1024)
-            where = f"{name} p={p} m={m} nodes={nodes} {mode} {method}/{scan}"
-            if method == "envelope":
-                assert got.method == "envelope", where
+            where = f"{name} p={p} m={m} nodes={nodes} {mode} {backend}"
+            assert got.backend == backend, where
             for i in range(n):
                 ref = want[MODES.index(mode) * n + i]
                 assert got.t_sim[i] == pytest.approx(ref.t_sim, rel=1e-9), where
@@ -159,7 +157,7 @@ def test_noisy_scan_takes_each_message_tier_times_its_factor():
     table, mode, nodes = build_schedule("chimera", 4, 4), "contention", [0, 1, 1, 0]
     t_f, t_b, alpha, beta, ai, bi, size, grad = 1.0, 2.0, 0.1, 2.0, 0.01, 40.0, 1.5, np.full(table.n_stages, 3.0)
     got = simulate(table, t_f, t_b, alpha, beta, size, mode, grad_bytes=grad, alpha_intra=ai, beta_intra=bi,
-                   worker_node=nodes, noise=noise, method="scan")
+                   worker_node=nodes, noise=noise, backend="scan")
     crossing = {e.producer for e in reference_simulate(table, t_f, t_b, alpha, beta, size, record=True).record.messages
                 if nodes[e.src] != nodes[e.dst]}
     f = op_factors(noise, op_identities(table), table.p, np.arange(noise.samples))
@@ -185,9 +183,9 @@ def test_equal_tiers_give_the_single_tier_result_to_the_bit_whatever_the_placeme
     alpha, beta = np.array([0.0, 1e-3, 0.1])[:, None], np.array([1e3, 1e6, np.inf])
     for method in ("scan", "envelope"):
         for mode in MODES:
-            plain = simulate(table, 1.0, 2.0, alpha, beta, 5e3, mode, grad_bytes=1e4, t_opt=0.5, method=method)
+            plain = simulate(table, 1.0, 2.0, alpha, beta, 5e3, mode, grad_bytes=1e4, t_opt=0.5, backend=method)
             for nodes in ([0, 0, 0, 0], [0, 1, 1, 0]):
-                same = simulate(table, 1.0, 2.0, alpha, beta, 5e3, mode, grad_bytes=1e4, t_opt=0.5, method=method,
+                same = simulate(table, 1.0, 2.0, alpha, beta, 5e3, mode, grad_bytes=1e4, t_opt=0.5, backend=method,
                                 alpha_intra=alpha, beta_intra=beta, worker_node=nodes)
                 for field in ("t_sim", "worker_finish", "comm_time", "compute_time"):
                     assert np.array_equal(getattr(same, field), getattr(plain, field)), (name, method, mode, nodes, field)

@@ -1,6 +1,8 @@
 """The engine: one table and its costs over a grid of points to step times (docs/contract.md §4).
 
-- :mod:`~ppsweep.engine.core`: ``simulate`` and the jit-compiled max-plus scan.
+- :mod:`~ppsweep.engine.backend`: the ``Backend`` protocol, ``Tolerance``, ``SimResult`` and the registry
+  ``simulate(..., backend=)`` chooses from.
+- :mod:`~ppsweep.engine.core`: ``simulate``, the jit-compiled max-plus scan, and the registered backends.
 - :mod:`~ppsweep.engine.envelope`: compiled envelopes (a maximum of linear functions of the costs);
   :mod:`~ppsweep.engine.native_envelope` runs their programme compiled (numba).
 - :mod:`~ppsweep.engine.program`, :mod:`~ppsweep.engine.fast_program`: a table compiled into the

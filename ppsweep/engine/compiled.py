@@ -19,7 +19,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ppsweep.engine.comm import Routing, route
-from ppsweep.engine.program import Program, compile_program
+from ppsweep.engine import envelope as _envelope
+from ppsweep.engine import envelope_cache as _envelope_cache
+from ppsweep.engine.fast_program import PROGRAM
+from ppsweep.engine.program import Program
 from ppsweep.engine.tiers import Tiers, check_worker_node, tiers_for
 from ppsweep.tables.table import ScheduleTable
 
@@ -118,8 +121,6 @@ class CompiledTable:
     """One table's program, scan lanes per mode and envelopes, built once each (thread-safe)."""
 
     def __init__(self, table: ScheduleTable):
-        from ppsweep.engine.envelope_cache import cached_program
-
         self._table = weakref.ref(table)
         self._lock = threading.Lock()
         self._routes: dict[str, Routing] = {}
@@ -129,7 +130,7 @@ class CompiledTable:
         self._tier_lanes: dict[tuple[int, ...], tuple] = {}
         self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
-        self.program: Program = cached_program(self.digest, table.kind.size, lambda: compile_program(table))
+        self.program: Program = _envelope_cache.cached_program(self.digest, table.kind.size, lambda: PROGRAM(table))
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
@@ -155,29 +156,24 @@ class CompiledTable:
         """The envelope of ``mode`` for feature ``weights`` (identified by ``key``) with messages on
         ``tiers`` (default: every one between nodes), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
-        from ppsweep.engine.envelope import EnvelopeTooLarge, build_envelope
-        from ppsweep.engine.envelope_cache import cached_envelope
-
         tiers = self.tiers(None) if tiers is None else tiers
 
         def build():
             try:
-                return build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode), tiers=tiers)
-            except EnvelopeTooLarge as err:
+                return _envelope.build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode), tiers=tiers)
+            except _envelope.EnvelopeTooLarge as err:
                 # The verdict, not the raised error: its traceback would keep the callers' frames,
                 # and with them this table and its compiled form, alive as long as the cache.
-                return EnvelopeTooLarge(*err.args)
+                return _envelope.EnvelopeTooLarge(*err.args)
 
         def from_disk():
-            return cached_envelope(self.digest, self.program, mode, weights, comm, cap, build, tiers.key())
+            return _envelope_cache.cached_envelope(self.digest, self.program, mode, weights, comm, cap, build, tiers.key())
 
         return self._cached(self._envelopes, (mode, cap) + key + tiers.key(), from_disk)
 
     def digest(self) -> str:
         """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""
-        from ppsweep.engine.envelope_cache import table_digest
-
-        return self._cached(self._digest, "table", lambda: table_digest(self._table()))
+        return self._cached(self._digest, "table", lambda: _envelope_cache.table_digest(self._table()))
 
     def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:
         """A value derived from the program and the table, built once by ``make(program, table)``
@@ -222,6 +218,31 @@ def _tier_blocks(program: Program, tiers: Tiers) -> tuple:
     lanes[: program.n_waves] = tiers.lane_tier(np.where(program.link == program.trash_link, -1, program.link))
     with jax.enable_x64(True):  # int64 indices, whoever calls
         return tuple(jnp.asarray(lanes[b:b + WAVE_BLOCK]) for b in range(0, waves, WAVE_BLOCK))
+
+
+def program_for(table: ScheduleTable) -> Program:
+    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
+    its compiled form (:func:`compiled_for`)."""
+    return compiled_for(table).program
+
+
+def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Any, cap: int = _envelope.DEFAULT_CAP,
+                 tiers: Tiers | None = None) -> Any:
+    """:func:`ppsweep.engine.envelope.build_envelope` of ``table`` for the features ``feats``, cached
+    with the table's compiled form (:func:`compiled_for`).
+
+    Args:
+      table: the table; program: its compiled program (kept for callers; the cached one is used).
+      mode: communication mode; feats: the :class:`~ppsweep.engine.envelope.Features`; cap: largest set kept at a node.
+      tiers: the tier of each message (:meth:`CompiledTable.tiers`; default: every one between nodes).
+
+    Raises:
+      EnvelopeTooLarge: when the table needs more than ``cap`` vectors (also cached).
+    """
+    hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers)
+    if isinstance(hit, _envelope.EnvelopeTooLarge):
+        raise _envelope.EnvelopeTooLarge(*hit.args)  # a new error: raising the cached verdict would tie frames to it
+    return hit
 
 
 def _scan_lanes(program: Program, routing: Routing) -> ScanLanes:

@@ -13,22 +13,29 @@ The engine computes in float64 (times span nanoseconds to seconds) inside JAX's 
 ``jax.enable_x64`` context: importing it leaves JAX's global ``jax_enable_x64`` flag as it was.
 float32 is available through ``dtype`` for speed studies.
 
-Two methods compute the same results (``method``):
+Which implementation computes a call is the backend registry's choice (:mod:`ppsweep.engine.backend`;
+``backend=``). This module holds three of them and registers them, with the reference:
 
-- ``scan``: the max-plus scan over the table's waves. The grid is cut into tiles of at most
-  ``chunk`` points (default :data:`DEFAULT_CHUNK`: their state stays in cache); tiles run on every
-  CPU core (threads) or, where the process has several JAX devices, are split across them with a
-  ``NamedSharding`` over the point axis. One compiled scan serves every table of the same padded shape.
+- ``native_scan`` / ``jax_scan``: the max-plus scan over the table's waves, as a compiled CPU loop
+  (:mod:`ppsweep.engine.native_scan`) or as JAX code (noise included); the same results to the bit.
+  The JAX scan cuts the grid into tiles of at most ``chunk`` points (default :data:`DEFAULT_CHUNK`:
+  their state stays in cache); tiles run on every CPU core (threads) or, where the process has
+  several JAX devices, are split across them with a ``NamedSharding`` over the point axis. One
+  compiled scan serves every table of the same padded shape.
 - ``envelope``: the table compiled once into its maximal path vectors (:mod:`ppsweep.engine.envelope`);
-  each point is then a small matrix product and a maximum. Falls back to the scan where a table
-  needs more than ``cap`` vectors; points whose ``comm_time`` depends on the README's tie rule
-  are recomputed with the scan.
-- ``auto`` (default): the envelope where it compiles within the cap, else the scan.
+  each point is then a small matrix product and a maximum; only where it compiles within ``cap``
+  vectors, and without noise. Points whose ``comm_time`` depends on the README's tie rule are
+  recomputed with the scan.
+- ``auto`` (default): the envelope where it compiles within the cap and there is no noise, else
+  the compiled CPU loop (JAX on one CPU device), else the JAX scan.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -39,18 +46,20 @@ import numpy as np
 
 from ppsweep import usable_cores
 from ppsweep.engine import envelope as _envelope
+from ppsweep.engine import reference as _reference
+from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.costs import Costs
-from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, scan_implementation  # noqa: F401 - re-exported
-from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends
-from ppsweep.engine.tiers import Tiers, check_worker_node
+from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
+from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
+from ppsweep.engine.tiers import INTER, INTRA, Tiers, check_worker_node
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.tables.table import ScheduleTable
 
-__all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "simulate", "simulate_costs"]
-
+__all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "method_backend", "simulate",
+           "simulate_costs"]
 
 #: Default ``chunk``: most points one compiled scan call handles per device (its state stays in
 #: the CPU's cache; measured on 2 cores: 1024 points ~2x faster than 16384).
@@ -76,31 +85,6 @@ HOST_BATCH = 1 << 18
 TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
 
 
-@dataclass(frozen=True)
-class SimResult:
-    """Result of :func:`simulate`, every array with the broadcast point shape ``batch``.
-
-    Attributes:
-      t_sim: step time, s, ``batch``.
-      worker_finish: ``batch + (p,)``: when each worker finished its last operation (and, in
-        ``blocking``, its last send), before any optimizer update, s.
-      comm_time: time the critical path spends outside compute (messages, link or port queues,
-        synchronisations), s, ``batch``.
-      compute_time: total compute time of all operations and optimizer updates, s, ``batch``.
-      method: ``scan`` or ``envelope``: what computed it.
-    """
-
-    t_sim: np.ndarray
-    worker_finish: np.ndarray
-    comm_time: np.ndarray
-    compute_time: np.ndarray
-    method: str = "scan"
-
-    def idle_fraction(self, p: int) -> np.ndarray:
-        """``idle_sim = 1 - compute_time / (p · t_sim)``."""
-        return 1.0 - self.compute_time / (p * self.t_sim)
-
-
 def simulate(
     table: ScheduleTable,
     t_f: Any,
@@ -117,10 +101,11 @@ def simulate(
     fb_overlap: Any = 0.0,
     dtype: Any = np.float64,
     chunk: int = DEFAULT_CHUNK,
-    method: str = "auto",
+    backend: str = AUTO,
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
     noise: NoiseConfig | None = None,
+    method: str | None = None,
     alpha_intra: Any = None,
     beta_intra: Any = None,
     worker_node: Any = None,
@@ -149,7 +134,7 @@ def simulate(
       t_opt: optimizer update seconds per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
         a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
-      dtype, chunk, method, finish, cap, noise, worker_node: as in :func:`simulate_costs`.
+      dtype, chunk, backend, finish, cap, noise, method, worker_node: as in :func:`simulate_costs`.
       alpha_intra, beta_intra: latency and bandwidth of the tier within a node (default ``alpha``,
         ``beta``; :mod:`ppsweep.engine.tiers`); ``alpha``, ``beta`` are the tier between nodes.
 
@@ -162,13 +147,13 @@ def simulate(
         given = [k for k, v in loose.items() if v is not None]
         if given or not all(np.ndim(v) == 0 and v == 0.0 for v in (grad_bytes, t_opt, fb_overlap)):
             raise ValueError(f"simulate(table, costs, mode): costs come from the Costs alone, got also {given or ['grad_bytes/t_opt/fb_overlap']}")
-        return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, method=method,
-                              finish=finish, cap=cap, noise=noise, worker_node=worker_node)
+        return simulate_costs(table, t_f, mode if t_b is None else t_b, dtype=dtype, chunk=chunk, backend=backend,
+                              finish=finish, cap=cap, noise=noise, method=method, worker_node=worker_node)
     check_mode(mode)
-    check_method(method)
+    backend = _backend_of(backend, method)
     costs = Costs.of(table.n_stages, t_f, t_b, alpha, beta, msg_bytes, t_i=t_i, t_w=t_w, grad_bytes=grad_bytes, t_opt=t_opt,
                      fb_overlap=fb_overlap, alpha_intra=alpha_intra, beta_intra=beta_intra)
-    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise,
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, backend=backend, finish=finish, cap=cap, noise=noise,
                                  worker_node=worker_node)
 
 
@@ -179,10 +164,11 @@ def simulate_costs(
     *,
     dtype: Any = np.float64,
     chunk: int = DEFAULT_CHUNK,
-    method: str = "auto",
+    backend: str = AUTO,
     finish: bool = True,
     cap: int = _envelope.DEFAULT_CAP,
     noise: NoiseConfig | None = None,
+    method: str | None = None,
     worker_node: Any = None,
 ) -> SimResult:
     """Simulate one table at every point of ``costs`` (``simulate(table, costs, mode)``).
@@ -193,7 +179,8 @@ def simulate_costs(
       mode: one of :data:`MODES`.
       dtype: float64 (default) or float32.
       chunk: most points per compiled scan call and device (the scan's tile; default :data:`DEFAULT_CHUNK`).
-      method: ``auto`` (default), ``scan`` or ``envelope`` (module docstring).
+      backend: ``auto`` (default), ``scan`` or a registered backend's name (:mod:`ppsweep.engine.backend`):
+        which implementation computes it; the result's ``backend`` and ``reason`` say which ran and why.
       finish: compute ``worker_finish``; with False it comes back with a trailing axis of length 0
         (sweeps do not store it, and it is most of the envelope's output).
       cap: most vectors the envelope keeps at one node before falling back to the scan.
@@ -202,25 +189,48 @@ def simulate_costs(
         here, :func:`ppsweep.engine.noise.op_factors`), on the scan (the envelope cannot take
         per-operation noise); results get a trailing axis of length ``k``. Where every factor is
         1 (``noise.is_zero``) the noise-free results are repeated along it.
+      method: deprecated (DeprecationWarning): ``auto`` or ``envelope`` is ``backend="auto"``, ``scan`` is
+        ``backend="scan"``.
       worker_node: the node of each pipeline worker, ``p`` integers (default: each its own node):
         a message between two workers of one node takes the intra tier (``costs.alpha_intra``,
         ``beta_intra``), any other the tier between nodes (``alpha``, ``beta``); :mod:`ppsweep.engine.tiers`.
+        Every backend takes each message's tier.
 
     Returns:
       A :class:`SimResult` with arrays of the broadcast shape (``+ (k,)`` with noise).
+
+    Raises:
+      UnsupportedCase: (a NotImplementedError) where no backend asked for can run the case, with each one's reason.
     """
+    backend = _backend_of(backend, method)
     costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
                      t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap,
                      alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap, noise=noise,
+    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, backend=backend, finish=finish, cap=cap, noise=noise,
                                  worker_node=worker_node)
 
 
-def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, method: str,
+def _backend_of(backend: str, method: str | None) -> str:
+    """``backend``, or the deprecated ``method``'s (:func:`method_backend`), then :data:`SCAN_ENV`'s narrowing."""
+    if method is not None:
+        warnings.warn("simulate(method=...) is deprecated: use backend= (auto, scan or a backend's name)", DeprecationWarning,
+                      stacklevel=3)
+        if backend != AUTO:
+            raise ValueError(f"simulate: give backend= or the deprecated method=, not both (backend={backend!r}, method={method!r})")
+        backend = method_backend(method)
+    check_backend(backend)
+    scan = scan_implementation()
+    if scan == "auto":
+        return backend
+    warnings.warn(f"{SCAN_ENV} is deprecated: use simulate(backend=...) (jax_scan or native_scan)", DeprecationWarning, stacklevel=3)
+    return f"{scan}_scan" if backend in (AUTO, SCAN) else backend
+
+
+def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, backend: str,
                           finish: bool, cap: int, noise: NoiseConfig | None, worker_node: Any = None) -> SimResult:
-    """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages."""
+    """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages:
+    checks, zero noise, then the registry's backend (:func:`ppsweep.engine.backend.choose`)."""
     check_mode(mode)
-    check_method(method)
     worker_node = check_worker_node(worker_node, table.p)
     if not (isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1):
         raise ValueError(f"engine.chunk: must be an integer >= 1 (points per scan tile), got {chunk!r}")
@@ -230,33 +240,38 @@ def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtyp
         raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype!r}") from None
     if dtype not in TIE_TOLERANCE:
         raise ValueError(f"engine.dtype: must be float64 or float32, got {dtype.name}")
+    if noise is not None and noise.enabled and noise.is_zero:
+        plain = _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, backend=backend, finish=finish, cap=cap,
+                                      noise=None, worker_node=worker_node)
+        rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
+        return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
+                         rep(plain.compute_time, -1), plain.backend, plain.reason)
+    noise = noise if noise is not None and noise.enabled else None
+    with jax.enable_x64(True):
+        chosen, reason = choose(table, costs, mode, noise, backend, cap, worker_node)
+        prepared = chosen.prepare(table, mode, costs, cap=cap, worker_node=worker_node)
+        result = chosen.run(prepared, costs, mode, dtype=dtype, chunk=chunk, finish=finish, noise=noise)
+    return SimResult(result.t_sim, result.worker_finish, result.comm_time, result.compute_time, chosen.name, reason)
+
+
+def _scan_result(table: ScheduleTable, costs: Costs, mode: str, dtype: np.dtype, chunk: int, finish: bool,
+                 noise: NoiseConfig | None, run: Any, tiers: Tiers) -> SimResult:
+    """The scan's results at every point of ``costs`` (``+ (k,)`` samples with ``noise``), each message on
+    its tier of ``tiers``, tiles run by ``run`` (:func:`_run_scan` or :func:`_run_native`)."""
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
     factors = None
-    if noise is not None and noise.enabled:
-        if noise.is_zero:
-            plain = _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, method=method, finish=finish, cap=cap,
-                                          noise=None, worker_node=worker_node)
-            rep = lambda a, axis: np.repeat(np.expand_dims(a, axis), noise.samples, axis=axis)  # noqa: E731
-            return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
-                             rep(plain.compute_time, -1), plain.method)
-        batch, n = batch + (noise.samples,), n * noise.samples
     with jax.enable_x64(True):
         compiled = compiled_for(table)
-        tiers = compiled.tiers(worker_node)
-        if noise is not None and noise.enabled:
+        if noise is not None:
+            batch, n = batch + (noise.samples,), n * noise.samples
             factors = _lane_factors(compiled, table, noise)
-        elif method in ("auto", "envelope"):
-            result = _simulate_envelope(compiled, costs, batch, mode, dtype, chunk, finish, cap, tiers)
-            if result is not None:
-                return result
-        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors, tiers)
+        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors, run, tiers)
     return SimResult(
         t_sim=t_sim.reshape(batch),
         worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
         comm_time=comm.reshape(batch),
         compute_time=compute.reshape(batch),
-        method="scan",
     )
 
 
@@ -269,9 +284,12 @@ def _simulate_scan(
     dtype: np.dtype,
     chunk: int,
     factors: "_LaneFactors | None" = None,
+    run: Any = None,
     tiers: Tiers | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute.
+    """The scan at the points ``index`` (flat indices into ``batch``): t_sim, finish (p, n), comm, compute,
+    its tiles run by ``run`` (default :func:`_run_scan`, the JAX scan; :func:`_run_native`), each message
+    on its tier of ``tiers`` (default: every one between nodes).
 
     Per-point costs are expanded from their broadcast arrays :data:`HOST_BATCH` points at a time,
     so memory beyond the results stays bounded however large the grid. With ``factors`` the last
@@ -294,7 +312,7 @@ def _simulate_scan(
         flat = costs.at(np.unravel_index(index[lo:hi:k] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
         dur = flat.durations()  # (5S + 1, n or groups)
         point = _Point(dur, flat.tier_alpha(), flat.tier_wire(), _sync_durations(program, flat, tiers), flat.t_opt)
-        t, f, path_compute = _run_scan(compiled, mode, point, dtype, chunk, factors, tiers)
+        t, f, path_compute = (run or _run_scan)(compiled, mode, point, dtype, chunk, factors, tiers)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
         if factors is None:
             compute[lo:hi] = counts @ dur + program.p * flat.t_opt
@@ -308,33 +326,30 @@ def _simulate_scan(
 def _simulate_envelope(
     compiled: CompiledTable,
     costs: Costs,
-    batch: tuple[int, ...],
+    feats: "_envelope.Features",
+    env: "_envelope.Envelope",
     mode: str,
     dtype: np.dtype,
     chunk: int,
     finish: bool,
-    cap: int,
     tiers: Tiers,
-) -> SimResult | None:
-    """The envelope method, or None where the table needs more than ``cap`` vectors."""
-    feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
-                               ndim=len(batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-    env = compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers)
-    if isinstance(env, _envelope.EnvelopeTooLarge):
-        return None
-    r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
-    comm = r.comm_time
-    ambiguous = np.flatnonzero(r.ambiguous)
-    if ambiguous.size:  # the README's tie rule decides these: ask the scan
-        _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk, tiers=tiers)
-        comm = comm.copy()
-        comm.flat[ambiguous] = scanned
+) -> SimResult:
+    """The envelope ``env`` of the features ``feats`` of ``costs`` (messages on ``tiers``) at every point;
+    the points the tie rule decides get their ``comm_time`` from the scan (:func:`_preferred_scan`)."""
+    batch = costs.batch
+    with jax.enable_x64(True):
+        r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
+        comm = r.comm_time
+        ambiguous = np.flatnonzero(r.ambiguous)
+        if ambiguous.size:  # the README's tie rule decides these: ask the scan
+            _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk, None, _preferred_scan(), tiers)
+            comm = comm.copy()
+            comm.flat[ambiguous] = scanned
     return SimResult(
         t_sim=r.t_sim,
         worker_finish=r.finish if finish else np.zeros(batch + (0,)),
         comm_time=comm,
         compute_time=r.compute_time,
-        method="envelope",
     )
 
 
@@ -371,11 +386,10 @@ def _run_scan(
     tile's inputs are contiguous; every tile writes its results into one output buffer. With
     ``factors`` (``k`` samples) ``point`` holds the costs of groups of samples ``0 … k-1``; a tile
     holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
+    Each lane's message takes its tier of ``tiers`` (default: every one between nodes).
     """
     devices = jax.devices()
     tiers = compiled.tiers(None) if tiers is None else tiers
-    if factors is None and _native_scan(devices):
-        return _run_native(compiled, mode, point, dtype, chunk, tiers)
     shape, blocks, counts = compiled.lanes(mode)
     blocks = tuple(lanes + (tier,) for lanes, tier in zip(blocks, compiled.tier_lanes(tiers)))
     k, block_factors = 0, [()] * len(blocks)
@@ -417,25 +431,34 @@ def _run_scan(
     return t_sim, finish, path
 
 
+def _one_cpu_device() -> bool:
+    """Whether JAX runs on one CPU device (where the compiled CPU loop is the faster scan)."""
+    devices = jax.devices()
+    return len(devices) == 1 and devices[0].platform == "cpu"
 
-def _native_scan(devices: list) -> bool:
-    """Whether a noise-free scan runs as the compiled CPU loop (:func:`scan_implementation`)."""
-    choice = scan_implementation()
-    return choice == "native" or (choice == "auto" and len(devices) == 1 and devices[0].platform == "cpu")
+
+def _preferred_scan():
+    """The tile runner of the scan ``auto`` prefers: :func:`_run_native` on one CPU device, else :func:`_run_scan`."""
+    return _run_native if _one_cpu_device() else _run_scan
 
 
-def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int, tiers: Tiers
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_run_scan` without noise as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`):
-    ranges of points on every core (threads; the loop holds no interpreter lock), each carried
-    through the table a tile of :func:`_native_tile` points (at most ``chunk``) at a time."""
+def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int,
+                factors: "_LaneFactors | None" = None, tiers: Tiers | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_run_scan` as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`): ranges of
+    points on every core (threads; the loop holds no interpreter lock), each carried through the
+    table a tile of :func:`_native_tile` points (at most ``chunk``) at a time. With ``factors``
+    (``k`` samples) ``point`` holds groups of samples and the results come back group-major, as
+    :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes)."""
     from ppsweep.engine.envelope_cache import cached_native_steps
-    from ppsweep.engine.native_scan import native_steps, run_points
+    from ppsweep.engine.native_scan import native_steps, run_points, step_factors
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
         compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
     program = compiled.program
-    n = point.alpha.shape[-1]
+    tiers = compiled.tiers(None) if tiers is None else tiers
+    k = 0 if factors is None else factors.compute.shape[-1]
+    noisy = None if factors is None else step_factors(steps, factors.compute, factors.message, np.dtype(dtype))
+    n = point.alpha.shape[-1] * max(k, 1)  # points (with noise: groups × samples)
     state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
     workers = _scan_workers()
     # every core a tile at least (small grids), each no larger than the caches hold
@@ -443,13 +466,13 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     # (n, rows) by point: Costs.durations lays its (rows, n) out column-major, so this is no copy in float64
     dur_t = np.ascontiguousarray(point.dur.T, dtype=dtype)
     alpha, wire, t_opt = (np.ascontiguousarray(a, dtype=dtype) for a in (point.alpha, point.wire, point.t_opt))
-    sync_dur = np.ascontiguousarray(point.sync_dur.reshape(-1, n), dtype=dtype)
+    sync_dur = np.ascontiguousarray(point.sync_dur.reshape(-1, point.alpha.shape[-1]), dtype=dtype)
     out = (np.empty(n), np.empty((program.p, n)), np.empty(n))
     # a few ranges of whole tiles per thread, so that threads that run slower still end together
     per_range = tile * max(1, -(-n // (tile * 4 * workers)))
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
     step_tier = tiers.lane_tier(steps.link)
-    run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r)  # noqa: E731
+    run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy)  # noqa: E731
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(run, ranges))
@@ -769,3 +792,210 @@ def _scan_end(shape: ScanShape, s: _State, sync_dur: Any, t_opt: Any, k: int = 0
         worker_end.append(Timed.where(updating, alg.compute(done, t_opt), finish.at(w)))
     t_sim = alg.join(*worker_end, *[sync_end[q] for q in range(shape.n_sync)])
     return t_sim.t, finish.t, t_sim.pc
+
+
+# --------------------------------------------------------------------------------------------
+# the backends of this module, registered (ppsweep.engine.backend)
+
+
+def _compile_refusal(table: ScheduleTable, mode: str) -> str | None:
+    """Why the compiled table cannot run in ``mode`` (the program or the mode's routing refuses it), or None."""
+    try:
+        compiled_for(table).routing(mode)
+    except NotImplementedError as err:
+        return str(err)
+    return None
+
+
+#: Relative bound of the engine's backends against the reference, float64, on every field (comm_time:
+#: ``1e-12 · t_sim`` absolute); tests/conformance holds them to it.
+ENGINE_RTOL = 1e-12
+
+
+class _Prepared(NamedTuple):
+    """A table prepared for a backend's :meth:`run`: the table, the node of each worker, the tier of
+    each message and synchronisation (:meth:`ppsweep.engine.compiled.CompiledTable.tiers`; None for the
+    reference, which reads the nodes), and what the backend built of it."""
+
+    table: ScheduleTable
+    worker_node: tuple[int, ...] | None = None
+    tiers: Tiers | None = None
+    built: Any = None
+
+
+def _prepare_compiled(table: ScheduleTable, worker_node: tuple[int, ...] | None, built: Any = None) -> _Prepared:
+    """A :class:`_Prepared` for the compiled backends: the tiers of ``worker_node`` from the compiled table."""
+    with jax.enable_x64(True):
+        tiers = compiled_for(table).tiers(worker_node)
+    return _Prepared(table, tiers.worker_node, tiers, built)
+
+
+@dataclass(frozen=True)
+class JaxScan:
+    """The jit-compiled JAX scan (this module): every table the program compiles, every mode, noise."""
+
+    name: str = "jax_scan"
+    tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL)
+    is_scan: bool = True
+
+    @property
+    def priority(self) -> int:
+        return 10
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        return _compile_refusal(table, mode)
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _prepare_compiled(table, worker_node)
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, _run_scan, prepared.tiers)
+
+
+@dataclass(frozen=True)
+class NativeScan:
+    """The compiled CPU loop (:mod:`ppsweep.engine.native_scan`): the JAX scan's results to the bit,
+    noise included. ``auto`` prefers it to the JAX scan where JAX runs on one CPU device."""
+
+    name: str = "native_scan"
+    tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL, exact_to="jax_scan")
+    is_scan: bool = True
+
+    @property
+    def priority(self) -> int:
+        return 20 if _one_cpu_device() else 5
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        return _compile_refusal(table, mode)
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _prepare_compiled(table, worker_node)
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, _run_native, prepared.tiers)
+
+
+@dataclass(frozen=True)
+class EnvelopeBackend:
+    """The compiled envelope (:mod:`ppsweep.engine.envelope`): tables whose envelope at the costs'
+    features stays within ``cap`` vectors, no noise; within :data:`ENGINE_RTOL` of the reference."""
+
+    name: str = "envelope"
+    tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL)
+    is_scan: bool = False
+
+    @property
+    def priority(self) -> int:
+        return 30
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        if noise is not None:
+            return "per-operation noise needs a scan"
+        refused = _compile_refusal(table, mode)
+        if refused is not None:
+            return refused
+        built = self._built(table, costs, mode, cap, worker_node)
+        if isinstance(built[1], _envelope.EnvelopeTooLarge):
+            return f"needs more than cap={cap} vectors"
+        return None
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _prepare_compiled(table, worker_node, self._built(table, costs, mode, cap, worker_node))
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        feats, env = prepared.built
+        return _simulate_envelope(compiled_for(prepared.table), costs, feats, env, mode, dtype, chunk, finish, prepared.tiers)
+
+    def _built(self, table: ScheduleTable, costs: Costs, mode: str, cap: int, worker_node: tuple[int, ...] | None) -> tuple[Any, Any]:
+        """The features of ``costs`` (messages on the tiers of ``worker_node``) and the envelope they
+        compile to (or its EnvelopeTooLarge): the last ones asked for on this thread are kept, so
+        that supports, then prepare, build them once."""
+        compiled = compiled_for(table)
+        with jax.enable_x64(True):
+            tiers = compiled.tiers(worker_node)
+        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, built
+        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node):
+            return last[5]
+        feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
+                                   ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+        built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers))
+        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, built)
+        return built
+
+
+#: One-entry memo of :meth:`EnvelopeBackend._built` per thread.
+_ENVELOPE_MEMO = threading.local()
+
+
+@dataclass(frozen=True)
+class ReferenceBackend:
+    """The reference simulator (:func:`ppsweep.engine.reference.reference_simulate`), point by point
+    and sample by sample with the engine's own draws (:func:`ppsweep.engine.noise.reference_inputs`);
+    float64 whatever ``dtype``. Never chosen by ``auto``: it is what the others are held against."""
+
+    name: str = "reference"
+    tolerance: Tolerance = Tolerance()
+    is_scan: bool = False
+
+    @property
+    def priority(self) -> None:
+        return None
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        return None
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _Prepared(table, check_worker_node(worker_node, table.p))
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        table = prepared.table
+        batch = costs.batch
+        n = int(np.prod(batch, dtype=np.int64))
+        k = 0 if noise is None else noise.samples
+        flat = costs.at(np.unravel_index(np.arange(n), batch or (1,)), table.n_stages)
+        wire, wire_intra = flat.tier_wire()[INTER], flat.tier_wire()[INTRA]
+        nodes = prepared.worker_node
+        factors = None if noise is None else op_factors(noise, op_identities(table), table.p, np.arange(k))
+        times = np.zeros((3, n, max(k, 1)))  # t_sim, comm_time, compute_time
+        finishes = np.zeros((n, max(k, 1), table.p))
+        for i in range(n):
+            stage = {name: np.asarray(getattr(flat, name)[i], float) for name in ("t_f", "t_b", "t_i", "t_w", "grad_bytes")}
+            alpha, beta, msg, t_opt, alpha_intra, beta_intra = (
+                float(getattr(flat, name)[i]) for name in ("alpha", "beta", "msg_bytes", "t_opt", "alpha_intra", "beta_intra"))
+            durations = {Kind.F: stage["t_f"], Kind.B: stage["t_b"], Kind.I: stage["t_i"], Kind.W: stage["t_w"]}
+            for j in range(max(k, 1)):
+                drawn = {}
+                if factors is not None:
+                    ops, msgs = reference_inputs(table, factors, j, durations, alpha, float(wire[i]),
+                                                 intra=(alpha_intra, float(wire_intra[i])), worker_node=nodes)
+                    drawn = {"op_durations": ops, "message_times": msgs}
+                r = _reference.reference_simulate(
+                    table, stage["t_f"], stage["t_b"], alpha, beta, msg, mode, t_i=stage["t_i"], t_w=stage["t_w"],
+                    grad_bytes=stage["grad_bytes"], t_opt=t_opt, fb_overlap=float(flat.fb_overlap[i]), alpha_intra=alpha_intra,
+                    beta_intra=beta_intra, worker_node=nodes, **drawn)
+                # the engine's compute_time counts every worker's optimizer update; the reference's does not
+                times[:, i, j] = r.t_sim, r.comm_time, r.compute_time + table.p * t_opt
+                finishes[i, j] = r.worker_finish
+        shape = batch + ((k,) if k else ())
+        return SimResult(
+            t_sim=times[0].reshape(shape),
+            worker_finish=finishes.reshape(shape + (table.p,)) if finish else np.zeros(shape + (0,)),
+            comm_time=times[1].reshape(shape),
+            compute_time=times[2].reshape(shape),
+        )
+
+
+for _backend in (ReferenceBackend(), JaxScan(), NativeScan(), EnvelopeBackend()):
+    register(_backend)

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from ppsweep.engine.comm import wire_time
+from ppsweep.tables.ops import pair_time
 
 #: Per-stage fields, in the order of the engine's duration rows (kinds), then the gradient bytes.
 STAGE_FIELDS = ("t_f", "t_b", "t_i", "t_w", "grad_bytes")
@@ -37,7 +38,7 @@ class Costs:
         between nodes (:mod:`ppsweep.engine.tiers`), which every message takes with the default placement;
         msg_bytes: bytes of one point-to-point message; t_opt: optimizer update seconds per
         worker (0: none); fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden
-        under its backward half (:func:`ppsweep.costs.pair_time`); alpha_intra, beta_intra: latency
+        under its backward half (:func:`ppsweep.tables.ops.pair_time`); alpha_intra, beta_intra: latency
         and bandwidth of the tier within a node (messages between workers of one node,
         :mod:`ppsweep.engine.tiers`; :meth:`of` makes them ``alpha``, ``beta`` where not given) --
         each broadcastable to ``batch``.
@@ -119,8 +120,6 @@ class Costs:
 
     def pair_forward(self) -> Any:
         """``t_pf``: the forward part of an overlapped pair, ``(1 - fb_overlap)·t_f``, per stage."""
-        from ppsweep.costs import pair_time
-
         return pair_time(self.t_f, 0.0, np.asarray(self.fb_overlap)[..., None])
 
     def wire(self) -> np.ndarray:

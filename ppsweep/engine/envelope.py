@@ -55,7 +55,6 @@ import numpy as np
 from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
-from ppsweep.tables.table import ScheduleTable
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
 DEFAULT_CAP = 64
@@ -468,24 +467,6 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         depth=program.n_ops + program.n_sync + 2,
         largest=alg.largest,
     )
-
-
-def envelope_for(table: ScheduleTable, program: Program, mode: str, feats: Features, cap: int = DEFAULT_CAP) -> Envelope:
-    """:func:`build_envelope`, cached with the table's compiled form (:func:`ppsweep.engine.compiled.compiled_for`).
-
-    Args:
-      table: the table; program: its compiled program (kept for callers; the cached one is used).
-      mode: communication mode; feats: the features; cap: largest set kept at a node.
-
-    Raises:
-      EnvelopeTooLarge: when the table needs more than ``cap`` vectors (also cached).
-    """
-    from ppsweep.engine.compiled import compiled_for
-
-    hit = compiled_for(table).envelope(mode, feats.weights, feats.comm, feats.key(), cap)
-    if isinstance(hit, EnvelopeTooLarge):
-        raise EnvelopeTooLarge(*hit.args)  # a new error: raising the cached verdict would tie frames to it
-    return hit
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-from ppsweep import disk_cache
+from ppsweep import disk_cache, import_graph
 from ppsweep.engine.envelope import Envelope, EnvelopeTooLarge
 from ppsweep.engine.program import Program
 from ppsweep.tables.cache import MIN_CELLS
@@ -45,12 +45,6 @@ CACHE_ENV = "PPSWEEP_ENVELOPE_CACHE"
 MIN_WAVES = 16
 
 #: Modules whose source defines a built envelope, by package.
-_MODULES = {
-    "engine": ("program.py", "fast_program.py", "comm.py", "envelope.py", "native_envelope.py", "native_scan.py",
-               "compiled.py", "envelope_cache.py", "tiers.py"),
-    "tables": ("ops.py", "table.py", "fast_realize.py"),
-}
-
 #: What :func:`cached_envelope` gives: the envelope, or the verdict that it is too large.
 Built = Union[Envelope, EnvelopeTooLarge]
 
@@ -62,10 +56,10 @@ def cache_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """Hash of the source of every module that compiles a table or builds its envelope."""
-    package = Path(__file__).resolve().parent.parent
-    files = [package / folder / name for folder, names in _MODULES.items() for name in names]
-    return disk_cache.source_version(files)
+    """Hash of the source of every module that compiles a table or builds its envelope: the
+    engine's compiled form (:mod:`ppsweep.engine.compiled`, the envelope, the compiled scan) and all
+    they import (:func:`ppsweep.import_graph.source_version`)."""
+    return import_graph.source_version("ppsweep.engine.compiled", "ppsweep.engine.native_scan")
 
 
 def table_digest(table: ScheduleTable) -> str:

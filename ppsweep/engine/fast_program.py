@@ -15,7 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ppsweep.tables.fast_realize import OpArrays, input_halves, table_ops, well_formed
+from ppsweep.implementations import Implementations
+from ppsweep.tables.fast_realize import OpArrays, array_path_handles, input_halves, table_ops
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemble_program, compile_program
 from ppsweep.tables.table import ScheduleTable
@@ -39,19 +40,19 @@ def compile_program_fast(table: ScheduleTable) -> Program:
       NotImplementedError: if an operation's output must travel to two other workers (from the
         reference).
     """
+    if not array_path_handles(table):
+        return compile_program(table)
     ops = table_ops(table)
     m, n_stages = table.m, table.n_stages
-    if ops is None or len(ops) == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
-        return compile_program(table, fast=False)
     # The reference's order: by start slot, then worker (table_ops lists them worker by worker).
     order = np.argsort(ops.start, kind="stable")
     ops = ops.taken(order)
     halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward, ops.micro2, ops.stage2)
     if halves is None:  # an operation twice, or an input missing
-        return compile_program(table, fast=False)
+        return compile_program(table)
     steps = _steps(ops, halves, n_stages, table.p)
     if steps is None:  # what the reference refuses (two remote inputs, an output to two workers) or reads otherwise
-        return compile_program(table, fast=False)
+        return compile_program(table)
     return assemble_program(table, *steps, n_ops=len(ops))
 
 
@@ -224,3 +225,10 @@ def _first_fit(born: np.ndarray, dies: np.ndarray, register: np.ndarray) -> None
         for k in range(lo, hi):
             free_after[register[k]] = dies[k]
         lo = hi
+
+
+#: A table's :class:`Program`: the reference (:func:`ppsweep.engine.program.compile_program`) and this
+#: module's array code (``array``), which runs where :func:`ppsweep.tables.fast_realize.array_path_handles`
+#: holds. ``PROGRAM(table)`` compiles; ``PROGRAM(table, implementation="reference")`` walks the operations.
+PROGRAM = Implementations("compile_program", compile_program, array_path_handles)
+PROGRAM.register("array", compile_program_fast)

@@ -1,28 +1,48 @@
-"""The engine's method names, checked without importing the engine (which imports JAX).
+"""The engine's method and backend names, checked without importing the engine (which imports JAX).
 
 A sweep's config is validated before its evaluators start (:mod:`ppsweep.sweep.config`); reading
 the names from here keeps JAX's import (seconds) out of that path, so that the spawned evaluators
-start, and import JAX, while this process imports it too.
+start, and import JAX, while this process imports it too. :mod:`ppsweep.engine.backend` (the
+registry, JAX-free too) and :mod:`ppsweep.engine.core` take their names from here.
 """
 
 from __future__ import annotations
 
 import os
 
-#: Accepted values of ``method`` (:func:`ppsweep.engine.core.simulate`).
+from ppsweep.engine.backend import AUTO, SCAN, backend_names
+
+#: Accepted values of the deprecated ``method`` (:func:`ppsweep.engine.core.simulate`) and of the
+#: config's ``engine.method``, which also takes backend names (:func:`method_backend`).
 METHODS = ("auto", "scan", "envelope")
+
+#: The backends :mod:`ppsweep.engine.core` registers (:mod:`ppsweep.engine.backend`): known by name
+#: here before the engine is imported.
+BUILTIN_BACKENDS = ("reference", "jax_scan", "native_scan", "envelope")
+
+
+def accepted_methods() -> tuple[str, ...]:
+    """Every accepted ``engine.method``: :data:`METHODS`, the built-in backends and any other registered one."""
+    return tuple(dict.fromkeys(METHODS + BUILTIN_BACKENDS + backend_names()))
 
 
 def check_method(method: str) -> str:
-    """``method`` if it is a known engine method, else a ValueError naming the accepted ones."""
-    if method not in METHODS:
-        raise ValueError(f"engine.method: unknown method {method!r}; accepted: {', '.join(METHODS)}")
+    """``method`` (the config's ``engine.method``) if it is a method of :data:`METHODS` or a
+    backend name, else a ValueError naming the accepted ones."""
+    if method not in accepted_methods():
+        raise ValueError(f"engine.method: unknown method {method!r}; accepted: {', '.join(accepted_methods())}")
     return method
 
 
-#: Environment variable choosing the scan's implementation: ``auto`` (default: the compiled CPU
-#: loop of :mod:`ppsweep.engine.native_scan` where JAX runs on one CPU device and there is no
-#: noise, else the JAX scan), ``jax`` or ``native``. Both give the same results to the bit.
+def method_backend(method: str) -> str:
+    """The ``backend=`` of a method (:data:`METHODS`): ``auto`` and ``envelope`` (the envelope where
+    it compiles, else a scan) are ``auto``, ``scan`` is ``scan``; a backend name is itself."""
+    check_method(method)
+    return {"auto": AUTO, "envelope": AUTO, "scan": SCAN}.get(method, method)
+
+
+#: Deprecated environment variable: ``jax`` or ``native`` narrows ``backend="auto"`` and ``"scan"``
+#: to the scans' ``jax_scan`` or ``native_scan`` (use ``backend=`` instead); ``auto`` (default) leaves them.
 SCAN_ENV = "PPSWEEP_SCAN"
 
 

@@ -7,7 +7,7 @@ runs the same recurrence as one compiled loop -- steps of the table, then the po
 with no per-table compilation: one kernel serves every table, mode and grid.
 
 Every floating-point operation is the JAX scan's, in its order, so the results are its own to the
-bit (tests/test_native_scan.py compares them on every schedule and mode):
+bit (tests/conformance compares them on every schedule and mode, with and without noise):
 
 - a time and the compute time of the path that set it travel together (README, "Critical path");
   an operation starts at the later of its worker being free and its input's arrival, and ends its
@@ -25,7 +25,11 @@ Speed: a tile's state is one array ``(rows, 2, tile)`` in the core's nearest cac
 loop over its points is branch-free over one object, so LLVM vectorizes it (p=8, m=32, one
 thread: 2.6-9x the loop over separate time and path arrays with a scratch row per lane).
 
-The JAX scan stays the engine on accelerators, with several devices, and with noise.
+With noise (``samples = k``) each point is one sample of a group of costs: a step's duration and
+its message's times are multiplied by the step's factors of that sample (:func:`step_factors`),
+each product rounded on its own before the addition that uses it, as the JAX noisy scan rounds it.
+
+The JAX scan stays the engine on accelerators and with several devices.
 """
 
 from __future__ import annotations
@@ -136,7 +140,7 @@ def _join_rows(st, rows, n_rows, i, tol):
 
 @numba.njit(cache=True, nogil=True)
 def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_res, blocks_sender, sync_order, sync_holders,
-                 sync_held, dur_t, alpha, wire, sync_dur, t_opt, tol, lo, hi, tile, t_out, fin_out, pc_out):
+                 sync_held, dur_t, alpha, wire, sync_dur, t_opt, tol, lo, hi, tile, t_out, fin_out, pc_out, samples, step_cf, step_mf):
     """Points ``lo … hi-1`` through every step of the table, then its step's end, ``tile`` points at a time.
 
     Steps are in wave order, within a wave by round then worker; ``dep``, ``out``, ``slot``, ``held``
@@ -145,6 +149,11 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_
     ``dur_t (n, 5S + 1)`` holds each point's durations by row; per-point inputs and the
     outputs ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)`` (the step time, each worker's
     finish and the critical path's compute time) are indexed by the point.
+
+    With ``samples = k > 0``, point ``j`` is sample ``j % k`` of group ``j // k``: the per-point inputs
+    are the group's, and each step's duration and message times are multiplied by its factors
+    ``step_cf``, ``step_mf (n_steps, k)`` of that sample, each product rounded on its own (as the JAX
+    noisy scan rounds them: the same bits).
     """
     p = fin_out.shape[0]
     n_sync = sync_order.shape[0]
@@ -160,28 +169,47 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_
     wire_b = np.empty((n_tiers, tile), dtype)
     msg = np.empty((n_tiers, tile), dtype)
     rows = np.empty(max(sync_holders.shape[1] + sync_held.shape[1], p + n_sync), dtype=np.int64)
+    src = np.empty(tile, dtype=np.int64)  # the row of the per-point inputs of each point of the tile
+    sample = np.zeros(tile, dtype=np.int64)
+    one_dur = np.empty((1, tile), dtype)  # a noisy step's duration
+    wire_s = np.empty(tile, dtype)
+    msg_s = np.empty(tile, dtype)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
         b = min(tile, hi - start)
+        for i in range(b):
+            src[i] = (start + i) // samples if samples else start + i
+            if samples:
+                sample[i] = (start + i) % samples
         for r in range(n_rows_dur):
             for i in range(b):
-                dur[r, i] = dur_t[start + i, r]
+                dur[r, i] = dur_t[src[i], r]
         for j in range(n_tiers):
             for i in range(b):
-                wire_b[j, i] = wire[j, start + i]
-                msg[j, i] = alpha[j, start + i] + wire[j, start + i]
+                wire_b[j, i] = wire[j, src[i]]
+                msg[j, i] = alpha[j, src[i]] + wire[j, src[i]]
         st[:ends, :, :b] = 0.0
         for t in range(wave_start.shape[0] - 1):
             first, last = wave_start[t], wave_start[t + 1]
             # Every lane of the wave computes (registers as the wave found them; a worker has one lane).
             for s in range(first, last):
-                _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, dur, row[s], b, tol)
+                if samples:
+                    for i in range(b):
+                        one_dur[0, i] = dur[row[s], i] * step_cf[s, sample[i]]
+                    _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, one_dur, 0, b, tol)
+                else:
+                    _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, dur, row[s], b, tol)
             # Then in round order: messages (resources change at once), readiness, blocked senders.
             for s in range(first, last):
                 w = worker[s]
                 if out[s] >= 0:
                     o = reg + out[s]
                     lane_wire, lane_msg = wire_b[tier[s]], msg[tier[s]]
+                    if samples:
+                        for i in range(b):
+                            wire_s[i] = lane_wire[i] * step_mf[s, sample[i]]
+                            msg_s[i] = lane_msg[i] * step_mf[s, sample[i]]
+                        lane_wire, lane_msg = wire_s, msg_s
                     if held.shape[1] == 0:
                         _arrive(st, w, o, lane_msg, b)
                     elif held.shape[1] == 1:
@@ -206,7 +234,7 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_
                     k += 1
             for i in range(b):
                 top, path = _join_rows(st, rows, k, i, tol)
-                st[ends + p + q, T, i] = top + sync_dur[q, start + i]
+                st[ends + p + q, T, i] = top + sync_dur[q, src[i]]
                 st[ends + p + q, P, i] = path
             for h in sync_held[q]:
                 if h >= 0:
@@ -233,9 +261,9 @@ def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_
                             if st[mine[r], T, i] >= floor:
                                 path = st[mine[r], P, i]
                                 break
-                if t_opt[start + i] > 0:
-                    st[ends + w, T, i] = top + t_opt[start + i]
-                    st[ends + w, P, i] = path + t_opt[start + i]
+                if t_opt[src[i]] > 0:
+                    st[ends + w, T, i] = top + t_opt[src[i]]
+                    st[ends + w, P, i] = path + t_opt[src[i]]
                 else:
                     st[ends + w, T, i] = st[w, T, i]
                     st[ends + w, P, i] = st[w, P, i]
@@ -314,7 +342,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
 
 def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alpha: np.ndarray, wire: np.ndarray,
                sync_dur: np.ndarray, t_opt: np.ndarray, tol: float, tile: int, out: tuple[np.ndarray, np.ndarray, np.ndarray],
-               lo: int, hi: int) -> None:
+               lo: int, hi: int, factors: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """The scan over points ``lo … hi-1``, ``tile`` points at a time, in the inputs' float dtype
     (float64 or float32, every input the same).
 
@@ -328,9 +356,20 @@ def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alp
       tile: most points whose state is carried at once (any size gives the same results).
       out: ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute time ``(n,)``, float64:
         written at ``lo … hi-1`` (threads may fill disjoint ranges of the same arrays).
+      factors: with noise, each step's compute and message factors ``(n_steps, k)`` (:func:`step_factors`);
+        the points are then ``groups × k`` (sample last) and the per-point inputs the groups'.
     """
     t_out, fin_out, pc_out = out
+    k = 0 if factors is None else factors[0].shape[1]
+    cf, mf = (np.ones((1, 1), dur_t.dtype),) * 2 if factors is None else factors
     _scan_points(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
                  np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs,
                  steps.n_res, steps.blocks_sender, steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha,
-                 wire, sync_dur, t_opt, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out)
+                 wire, sync_dur, t_opt, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out, k, cf, mf)
+
+
+def step_factors(steps: NativeSteps, compute: np.ndarray, message: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's compute and message factors ``(n_steps, k)`` from the lanes' ``(waves, p, k)``
+    (:class:`ppsweep.engine.core._LaneFactors`), in ``dtype``."""
+    wave = np.repeat(np.arange(steps.wave_start.shape[0] - 1), np.diff(steps.wave_start))
+    return tuple(np.ascontiguousarray(a[wave, steps.worker], dtype=dtype) for a in (compute, message))

@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -248,10 +248,11 @@ def _integer(name: str, value: Any) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _uniforms_fn():
-    """The jitted draw: ``(seed, ids (n, L) int, samples (k,)) -> (k, n, 2)`` uniforms in (0, 1)."""
-    import jax
+    """The jitted draw: ``(seed, ids (n, L) int, samples (k,)) -> (k, n, 2)`` uniforms in (0, 1).
 
-    jax.config.update("jax_enable_x64", True)
+    Traced and called only inside ``jax.enable_x64(True)`` (:func:`uniforms`): JAX's global flag stays as it was.
+    """
+    import jax
     import jax.numpy as jnp
 
     def one(key, sample):
@@ -293,7 +294,10 @@ def uniforms(seed: int, ids: np.ndarray, samples: np.ndarray) -> np.ndarray:
     # Padded to powers of two so that few shapes are ever compiled; padding rows are dropped.
     ids = np.concatenate([ids, np.zeros((_bucket(n) - n, ids.shape[1]), np.uint32)])
     samples = np.concatenate([samples, np.zeros(_bucket(k) - k, np.uint32)])
-    return np.asarray(_uniforms_fn()(np.uint32(seed), ids, samples))[:k, :n]
+    import jax
+
+    with jax.enable_x64(True):  # scoped: float64 draws, the process's global flag untouched
+        return np.asarray(_uniforms_fn()(np.uint32(seed), ids, samples))[:k, :n]
 
 
 def _bucket(n: int) -> int:
@@ -410,7 +414,8 @@ def pair_sends(table) -> dict[tuple[int, int], tuple[int, ...]]:
     return sends
 
 
-def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping, alpha: float, wire: float) -> tuple[dict, dict]:
+def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping, alpha: float, wire: float,
+                     intra: tuple[float, float] | None = None, worker_node: Sequence[int] | None = None) -> tuple[dict, dict]:
     """Explicit per-operation durations and message times of one sample, for the reference simulator.
 
     Args:
@@ -420,6 +425,9 @@ def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping,
       durations: ``Kind -> per-stage`` noise-free compute times (lists of length S).
       alpha: message latency, s.
       wire: bytes/β of one message, s.
+      intra: ``(alpha, wire)`` of a message between two workers of one node of ``worker_node``
+        (:mod:`ppsweep.engine.tiers`); None, or no ``worker_node``: every message takes ``alpha``, ``wire``.
+      worker_node: the node of each worker.
 
     Returns:
       ``(op_durations, message_times)``: ``Op -> seconds`` and ``Op -> (hold, total)`` seconds,
@@ -427,8 +435,26 @@ def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping,
       pair's halves with :func:`ppsweep.costs.pair_time`; a half's message is its output's).
     """
     op_durations, message_times = {}, {}
-    for i, (_, op) in enumerate(_keyed(table)):
+    receiver = {} if intra is None or worker_node is None else message_receivers(table)
+    for i, (item, op) in enumerate(_keyed(table)):
         op_durations[op] = float(durations[op.kind][op.stage] * factors.compute[sample, i])
         y = float(factors.message[sample, i])
-        message_times[op] = (wire * y, (alpha + wire) * y)
+        a, w = alpha, wire
+        if op in receiver and worker_node[item.worker] == worker_node[receiver[op]]:
+            a, w = intra
+        message_times[op] = (w * y, (a + w) * y)
     return op_durations, message_times
+
+
+def message_receivers(table) -> dict[Op, int]:
+    """The worker that receives each operation's (or pair half's) output message: its first consumer
+    on another worker in ``(start slot, worker)`` order; operations that send nothing are absent
+    (the engine's program sends an output to at most one other worker)."""
+    placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
+    where = {half: item for item in placed for half in halves(item.op)}
+    receiver: dict[Op, int] = {}
+    for item in placed:
+        for dep in dependencies(item.op, table.n_stages, table.split_backward):
+            if where[dep].worker != item.worker:
+                receiver.setdefault(dep, item.worker)
+    return receiver

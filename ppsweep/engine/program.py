@@ -164,14 +164,6 @@ def sync_rings(table: ScheduleTable, links: dict[tuple[int, int], int]) -> tuple
     return sync_stages, sync_holders, sync_ring
 
 
-def program_for(table: ScheduleTable) -> Program:
-    """The :class:`Program` of ``table``, compiled once per table object and cached with the rest of
-    its compiled form (:func:`ppsweep.engine.compiled.compiled_for`)."""
-    from ppsweep.engine.compiled import compiled_for
-
-    return compiled_for(table).program
-
-
 @dataclass(frozen=True)
 class _Step:
     """One lane of one wave: an operation, or one of the four steps of a pair (module docstring)."""
@@ -215,21 +207,17 @@ def _steps(item: PlacedOp, remote_deps: list[Op], outputs: list[Op], n_stages: i
     ]
 
 
-def compile_program(table: ScheduleTable, fast: bool = True) -> Program:
-    """Compile ``table`` into a :class:`Program` (see the module docstring); :func:`program_for` caches it.
+def compile_program(table: ScheduleTable) -> Program:
+    """Compile ``table`` into a :class:`Program` operation by operation (see the module docstring): the
+    reference of :data:`ppsweep.engine.fast_program.PROGRAM`, which the engine calls (and
+    :func:`ppsweep.engine.compiled.program_for` caches).
 
     Args:
       table: the table.
-      fast: compile with array code (:func:`ppsweep.engine.fast_program.compile_program_fast`, the same
-        Program; it comes back here for tables it does not handle); False: operation by operation.
 
     Raises:
       NotImplementedError: if an operation's output must travel to two other workers.
     """
-    if fast:
-        from ppsweep.engine.fast_program import compile_program_fast
-
-        return compile_program_fast(table)
     placed = sorted(table.placed_ops(), key=lambda item: (item.start, item.worker))
     where: dict[Op, PlacedOp] = {half: item for item in placed for half in halves(item.op)}
 

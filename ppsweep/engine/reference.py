@@ -74,8 +74,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ppsweep.costs import pair_time
-from ppsweep.tables.ops import Kind, Op, dependencies, frees_activation, halves
+from ppsweep.tables.ops import Kind, Op, dependencies, frees_activation, halves, pair_time
 from ppsweep.tables.table import ScheduleTable
 
 #: Accepted values of ``mode``.

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ppsweep.paper.claims import CLAIMS, PRIMARY_MODE, TOLERANCE_FACTORS, Claim
+from ppsweep.paper.claims import CLAIMS, PRIMARY_MODE, Claim
 from ppsweep.paper.findings import Finding, paper_text
 from ppsweep.paper.output import fmt_range, markdown
 from ppsweep.paper.systems import CLASS_WORDS, LABELS, LEVELS, MODES, NETWORK_LIMITED, NETWORKS, NOT_NETWORK_LIMITED, PEAKS

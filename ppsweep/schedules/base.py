@@ -19,6 +19,11 @@ import numpy as np
 from ppsweep.tables.ops import Kind, Op, SplitBackward
 
 
+class UnsupportedPointError(ValueError):
+    """A schedule that cannot run at this ``(p, m, options)``: a sweep marks it ``valid = False``
+    (defined here, below both the schedules and :mod:`ppsweep.tables.build`, which re-exports it)."""
+
+
 class OrderArrays(Sequence):
     """Per-worker orders held as flat integer arrays, worker by worker: the array form of a schedule's order.
 
@@ -146,6 +151,9 @@ class Schedule:
       peak_activations_formula: ``(p, m, **options) -> float``: closed-form peak number of stored
         microbatch-stage activations on the busiest worker, NaN where there is none.
       option_names: options the schedule accepts, with their defaults.
+      option_bounds: largest value of an integer option whose size the table does not grow with
+        (a percent, a threshold); any other integer option is bounded by
+        :data:`ppsweep.tables.build.MAX_OPTION_VALUE`.
       description: one line for listings.
     """
 
@@ -156,6 +164,7 @@ class Schedule:
     peak_activations_formula: Callable[..., float]
     option_names: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    option_bounds: dict[str, int] = field(default_factory=dict)
 
 
 def one_replica_layout(p: int, m: int, n_stages: int, placement: list[int]) -> dict[str, np.ndarray]:

@@ -71,6 +71,8 @@ DEFAULTS: dict[str, Any] = {"warmup": None, "lag": None, "mem": 0, "split": True
 SHAPES = ("loop", "vee")
 FILLS = ("lag", "timed")
 MAX_V = 8
+#: Largest ``gap`` and ``wshare`` the config takes (percents; ``wshare`` is then checked to be at most 100).
+MAX_PERCENT = 10_000
 
 
 def _int(name: str, value: Any) -> int:
@@ -244,4 +246,5 @@ SCHEDULE = Schedule(
     peak_activations_formula=no_formula,
     option_names=dict(DEFAULTS),
     description="1F1B family for schedule search: per-worker warm-up, W deferral, memory limit, chunks (loop/vee)",
+    option_bounds={"gap": MAX_PERCENT, "wshare": MAX_PERCENT},  # percents: the table does not grow with them
 )

@@ -30,7 +30,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
 
-from ppsweep.schedules.base import Schedule, ScheduleOrder, no_formula
+from ppsweep.schedules.base import Schedule, ScheduleOrder, UnsupportedPointError, no_formula
 
 #: Entry-point group in which installed packages register schedules.
 ENTRY_POINT_GROUP = "ppsweep.schedules"
@@ -131,8 +131,6 @@ def _runs_everywhere(p: int, m: int, **options: Any) -> str | None:
 
 def _call_generator(function: Callable[..., Any], name: str, p: int, m: int, **options: Any) -> ScheduleOrder:
     from ppsweep.tables.interchange import infer_order
-
-    from ppsweep.tables.build import UnsupportedPointError
 
     try:
         result = function(p, m, **options)

@@ -226,11 +226,11 @@ def figures(table: ScheduleTable, region: Region) -> Figures | str:
     costs = region.table_costs(table)
     if isinstance(costs, str):
         return costs
-    clean = simulate(table, costs, region.mode, method="scan")  # the envelope's compilation does not pay for one table
+    clean = simulate(table, costs, region.mode, backend="scan")  # the envelope's compilation does not pay for one table
     bubble = zb_bubble(table, costs, np.asarray(clean.worker_finish), region.busy())
     t = np.asarray(clean.t_sim, dtype=float)
     if region.noise is not None and region.noise.enabled:
-        t = np.asarray(simulate(table, costs, region.mode, noise=region.noise, finish=False, method="scan").t_sim, dtype=float)
+        t = np.asarray(simulate(table, costs, region.mode, noise=region.noise, finish=False, backend="scan").t_sim, dtype=float)
     return Figures(t, float(t.mean()), float(t.max()), float(np.percentile(t, 95)), bubble, peak_activations(table, region))
 
 

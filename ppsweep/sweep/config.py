@@ -731,6 +731,13 @@ def _axis(field_name: str, value: Any, positive: bool, default: float | None = N
 
 
 # ---- a run: the grid plus where and how ---------------------------------------------------------
+def shard_units(spec: SweepSpec, shards: int, shard: int | None) -> list[tuple[int, int]]:
+    """The ``(p index, m index)`` units of shard ``shard`` of ``shards`` (all units if ``shard`` is None)."""
+    units = spec.units()
+    shards, shard = check_shards(shards, shard, len(units))
+    return units if shard is None else units[shard::shards]
+
+
 def check_shards(shards: Any, shard: Any, n_units: int) -> tuple[int, int | None]:
     """Validate ``shards`` and ``shard`` against a sweep of ``n_units`` units.
 
@@ -793,8 +800,6 @@ class Plan:
         """The ``(p index, m index)`` units this job owns (every unit without a shard)."""
         if self.shard is None:
             return tuple(self.spec.units())
-        from ppsweep.sweep.shards import shard_units
-
         return tuple(shard_units(self.spec, self.shards, self.shard))
 
 

@@ -19,7 +19,8 @@ from ppsweep.sweep.config import SweepSpec
 from ppsweep.costs import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
-from ppsweep.engine.program import program_for
+from ppsweep.engine.compiled import program_for
+from ppsweep.engine.methods import method_backend
 from ppsweep.engine.tiers import nodes_of
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.store.schema import booleans, variables
@@ -149,7 +150,7 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
     per_mode = []
     for mode in spec.comm:
         run = lambda noise: simulate(  # noqa: E731
-            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False, noise=noise,
+            table, point, mode, dtype=spec.dtype, chunk=spec.chunk, backend=method_backend(spec.method), finish=False, noise=noise,
             worker_node=worker_node,
         )
         result = run(noise)

@@ -15,7 +15,8 @@ import itertools
 import numpy as np
 
 from ppsweep.costs import ActivationSplit, memory_figures
-from ppsweep.engine.program import program_for
+from ppsweep.engine.compiled import program_for
+from ppsweep.engine.methods import method_backend
 from ppsweep.layout import Layout, invalid_code, layout_costs, model_flops_per_step, replica_model, simulate_layout
 from ppsweep.store.schema import booleans, variables
 from ppsweep.sweep.config import SweepSpec
@@ -114,7 +115,7 @@ def _simulate(spec: SweepSpec, table, model, system, layout: Layout) -> dict[str
     shape = (len(spec.bandwidth), len(spec.latency))
     per_mode = []
     for mode in spec.comm:
-        result, t_step = simulate_layout(table, lc, mode, dtype=spec.dtype, chunk=spec.chunk, method=spec.method, finish=False)
+        result, t_step = simulate_layout(table, lc, mode, dtype=spec.dtype, chunk=spec.chunk, backend=method_backend(spec.method), finish=False)
         dp_time = np.broadcast_to(lc.dp_exposed, shape)
         per_mode.append({
             "t_sim": np.broadcast_to(t_step, shape),

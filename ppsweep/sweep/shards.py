@@ -6,8 +6,9 @@ A sweep of ``U`` units of work (``(p, m)`` pairs: one chunk of every variable of
 units spread over every shard). A shard writes only its units' chunks and their ``done`` flags,
 so shards run in any order, at once, on machines that share a filesystem.
 
-This module is the shard arithmetic and the completeness check (README, "Running on a cluster").
-The config (``shards``, ``shard``, ``finalize``) is validated by :mod:`ppsweep.sweep.config`; the Hydra
+This module is the completeness check (README, "Running on a cluster"). The shard arithmetic
+(:func:`~ppsweep.sweep.config.shard_units`) and the config (``shards``, ``shard``, ``finalize``) are
+:mod:`ppsweep.sweep.config`'s; the Hydra
 callback that lays out the store before a ``--multirun`` and the launchers live with the launcher
 plugin, ``hydra_plugins/ppsweep_launcher``.
 """
@@ -17,17 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ppsweep.cli.support import display
-from ppsweep.sweep.config import check_shards
+from ppsweep.sweep.config import shard_units  # noqa: F401 (the arithmetic lives with its validation; ppsweep.sweep.shards.shard_units kept)
 
 if TYPE_CHECKING:
-    from ppsweep.sweep.config import Plan, SweepSpec
-
-
-def shard_units(spec: SweepSpec, shards: int, shard: int | None) -> list[tuple[int, int]]:
-    """The ``(p index, m index)`` units of shard ``shard`` of ``shards`` (all units if ``shard`` is None)."""
-    units = spec.units()
-    shards, shard = check_shards(shards, shard, len(units))
-    return units if shard is None else units[shard::shards]
+    from ppsweep.sweep.config import Plan
 
 
 def missing_by_shard(done, shards: int) -> dict[int, int]:

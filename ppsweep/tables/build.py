@@ -9,14 +9,11 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ppsweep.schedules import SCHEDULES, get_schedule
-from ppsweep.tables.fast_realize import realize_fast, validate_fast
+from ppsweep.schedules.base import UnsupportedPointError  # noqa: F401 - its home is schedules.base; re-exported
+from ppsweep.tables.paths import realize, validate
 from ppsweep.schedules.variants import split_label, typed_value
 from ppsweep.tables.table import ScheduleTable
 from ppsweep.tables.cache import cached_table
-
-
-class UnsupportedPointError(ValueError):
-    """A schedule that cannot run at this ``(p, m, options)``: a sweep marks it ``valid = False``."""
 
 
 def check_positive_int(field: str, value: Any, minimum: int, maximum: int | None = None) -> int:
@@ -54,8 +51,10 @@ def resolve_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     if split_label(name)[0] in SCHEDULES:  # a user schedule's options mean what its function makes of them
         for key, value in resolved.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(schedule.option_names[key], int) \
-                    and not isinstance(schedule.option_names[key], bool) and value > MAX_OPTION_VALUE:
-                raise ValueError(f"schedule {name!r}: option {key} must be at most {MAX_OPTION_VALUE} (the table grows with it), got {value!r}")
+                    and not isinstance(schedule.option_names[key], bool) and value > schedule.option_bounds.get(key, MAX_OPTION_VALUE):
+                limit = schedule.option_bounds.get(key, MAX_OPTION_VALUE)
+                why = "its accepted range" if key in schedule.option_bounds else "the table grows with it"
+                raise ValueError(f"schedule {name!r}: option {key} must be at most {limit} ({why}), got {value!r}")
     return resolved
 
 
@@ -134,10 +133,9 @@ def _build(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple
         raise UnsupportedPointError(f"{name} at p={p}, m={m}: {reason}")
 
     def build() -> ScheduleTable:
-        # Array versions of table.realize and validate.validate_table (the same results; they
-        # hand anything they do not handle to those references).
-        table = realize_fast(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
-        validate_fast(table)
+        # the array code where it handles the order and the table, else the references (ppsweep.tables.paths)
+        table = realize(schedule.build_order(p, m, **kwargs), f_slots, b_slots)
+        validate(table)
         return table
 
     if split_label(name)[0] not in SCHEDULES:  # a user's schedule: its code is not part of the cache's key

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ppsweep import disk_cache
+from ppsweep import disk_cache, import_graph
 from ppsweep.tables.fast_realize import table_ops
 from ppsweep.tables.table import ScheduleTable
 
@@ -37,7 +37,6 @@ _ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "s
 _PAIR_ARRAYS = ("pair_micro", "pair_stage")
 
 #: Modules whose source defines a built table (the schedules package is added whole).
-_MODULES = ("ops.py", "table.py", "fast_realize.py", "validate.py", "build.py", "cache.py")
 
 
 def cache_dir() -> Path | None:
@@ -47,10 +46,9 @@ def cache_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """Hash of the source of every module that builds a table (schedules included)."""
-    tables = Path(__file__).resolve().parent
-    files = [tables / name for name in _MODULES] + sorted((tables.parent / "schedules").glob("*.py"))
-    return disk_cache.source_version(files)
+    """Hash of the source of every module that builds a table: :mod:`ppsweep.tables.build` and all it
+    imports, schedules included (:func:`ppsweep.import_graph.source_version`)."""
+    return import_graph.source_version("ppsweep.tables.build")
 
 
 def table_key(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> str:

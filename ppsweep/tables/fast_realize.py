@@ -11,66 +11,32 @@ reference, so that every result, error included, is the reference's:
   ``max(end of its worker's previous operation, end of each input)``, a longest path through the
   order's dependency graph, so it does not depend on the order in which operations are visited.
   Each step visits every worker's next operation at once and places those whose inputs are placed.
-- :func:`table_ops`: the operations of a dense table as arrays (what ``placed_ops`` lists).
+- :func:`~ppsweep.tables.op_arrays.table_ops` (:mod:`ppsweep.tables.op_arrays`, below the table): the
+  operations of a dense table as arrays (what ``placed_ops`` lists).
 - :func:`validate_fast`: the table's validity, checked on those arrays; a table that fails any
   rule goes to :func:`~ppsweep.tables.validate.validate_table`, which names the first violation.
-- :func:`activation_profile_fast`: stored activations per worker and slot.
+- :func:`~ppsweep.tables.op_arrays.activation_profile_fast`: stored activations per worker and slot
+  (:meth:`ScheduleTable.activation_profile` calls it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from ppsweep.tables.ops import NONE, Kind, SplitBackward
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder
+from ppsweep.tables.op_arrays import _OPS, FAST_KINDS, OpArrays, _read_ops, activation_profile_fast, table_ops
+from ppsweep.tables.ops import NONE, Kind, SplitBackward
 from ppsweep.tables.table import ScheduleTable, check_slots, realize, table_from_placed
+from ppsweep.tables.validate import validate_table
 
-#: The kinds of single operations; an F&B pair (``Kind.FB``) holds a forward and a full backward.
-FAST_KINDS = (Kind.F, Kind.B, Kind.I, Kind.W)
-
-
-@dataclass(frozen=True)
-class OpArrays:
-    """Operations as parallel int64 arrays (one entry per operation; a pair F&B is one operation).
-
-    Attributes:
-      worker, start, slots, kind, micro, stage: where each operation runs, its first slot and
-        length in slots, and the operation itself (a pair: its forward half's microbatch and stage).
-      micro2, stage2: a pair's backward half's microbatch and stage (-1 for other operations);
-        None where the table has no pair.
-    """
-
-    worker: np.ndarray
-    start: np.ndarray
-    slots: np.ndarray
-    kind: np.ndarray
-    micro: np.ndarray
-    stage: np.ndarray
-    micro2: np.ndarray | None = None
-    stage2: np.ndarray | None = None
-
-    @property
-    def end(self) -> np.ndarray:
-        """First slot after each operation."""
-        return self.start + self.slots
-
-    @property
-    def has_pairs(self) -> bool:
-        """Whether some operation is an F&B pair (the arrays then have ``micro2`` and ``stage2``)."""
-        return self.micro2 is not None
-
-    def taken(self, index: np.ndarray) -> "OpArrays":
-        """The operations at ``index``, in that order."""
-        return OpArrays(*(None if a is None else a[index] for a in (getattr(self, f.name) for f in dataclasses.fields(self))))
-
-    def __len__(self) -> int:
-        return int(self.kind.shape[0])
-
+__all__ = ["FAST_KINDS", "OpArrays", "_read_ops", "activation_profile_fast", "array_path_handles", "order_handled",
+           "realize_fast", "table_ops", "validate_fast"]
 
 def kind_slots(kind: np.ndarray, f_slots: int, b_slots: int) -> np.ndarray:
     """Slots of each operation of ``kind`` (array version of :func:`ppsweep.tables.table.op_slots`)."""
@@ -214,7 +180,21 @@ class _Order:
 
 
 def _order_arrays(order: ScheduleOrder) -> _Order:
-    """The operations of ``order`` as arrays (:class:`_Order`)."""
+    """The operations of ``order`` as arrays (:class:`_Order`); the last order's are kept (per thread),
+    so that :func:`order_handled`, then :func:`realize_fast`, read them once."""
+    last = getattr(_LAST_ORDER, "value", None)
+    if last is not None and last[0]() is order:
+        return last[1]
+    arrays = _read_order(order)
+    _LAST_ORDER.value = (weakref.ref(order), arrays)
+    return arrays
+
+
+#: The last order read by :func:`_order_arrays` (weakly) and its arrays, per thread.
+_LAST_ORDER = threading.local()
+
+
+def _read_order(order: ScheduleOrder) -> _Order:
     micro2 = stage2 = None
     if isinstance(order.orders, OrderArrays):  # a generator that computed its order as arrays
         arrays = order.orders
@@ -256,6 +236,23 @@ def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, 
     return bool(kind.min() >= min(FAST_KINDS) and kind.max() <= highest)  # codes 1 … 4 (5: FB)
 
 
+def order_handled(order: ScheduleOrder) -> bool:
+    """Whether the array path realizes ``order`` itself (:func:`realize_fast`): operations of kinds
+    F, B, I, W (F&B with its halves), each half in range. Others go to the reference."""
+    ops = _order_arrays(order)
+    return len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+
+
+def array_path_handles(table: ScheduleTable) -> bool:
+    """Whether the array paths handle ``table`` (:func:`validate_fast`, :func:`activation_profile_fast`,
+    :func:`ppsweep.engine.fast_program.compile_program_fast`): its cells read as operations
+    (:func:`table_ops`) of kinds F, B, I, W (F&B with its halves), each half in range. Every array
+    path asks this one question; the tables it refuses go to the references."""
+    ops = table_ops(table)
+    return ops is not None and len(ops) > 0 and well_formed(ops.kind, ops.micro, ops.stage, table.m, table.n_stages,
+                                                             ops.micro2, ops.stage2)
+
+
 def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
     """:func:`ppsweep.tables.table.realize` with array code: its arguments, the same table to the bit, its errors.
 
@@ -264,10 +261,10 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     own error where the order cannot run.
     """
     check_slots(f_slots, b_slots)
+    if not order_handled(order):
+        return realize(order, f_slots, b_slots)
     ops = _order_arrays(order)
     m, n_stages, n = order.m, order.n_stages, len(ops.kind)
-    if n == 0 or not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
-        return realize(order, f_slots, b_slots)
     inputs = input_positions(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
     if inputs is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
@@ -490,75 +487,11 @@ def _table(order: ScheduleOrder, ops: _Order, start: np.ndarray, slots: np.ndarr
 
 
 def _with_arrays(table: ScheduleTable, arrays: dict[str, np.ndarray]) -> ScheduleTable:
-    import dataclasses
-
     return dataclasses.replace(table, **arrays)
 
 
-# ---------------------------------------------------------------------------------------------
-# reading a dense table
-
-
-def table_ops(table: ScheduleTable) -> OpArrays | None:
-    """The operations of ``table`` in (worker, slot) order, as :meth:`ScheduleTable.placed_ops` finds them.
-
-    An operation is a maximal run of consecutive cells of a row holding the same
-    ``(kind, micro, stage)`` (a pair F&B: and the same backward half). Returns None for the tables
-    the array paths leave to the references: arrays of the wrong shape, or a cell holding an
-    unknown kind (or F&B without the pair arrays). Every array path, and the disk cache (which
-    stores what they read), asks this one question.
-    """
-    known = _OPS.get(table)
-    if known is not None:
-        return known
-    ops = _read_ops(table)
-    if ops is not None:
-        _OPS[table] = ops
-    return ops
-
-
-#: Operation arrays of tables already read (or realized here), held as long as the table lives.
-_OPS: "weakref.WeakKeyDictionary[ScheduleTable, OpArrays]" = weakref.WeakKeyDictionary()
 #: Their :func:`table_inputs`, likewise.
 _INPUTS: "weakref.WeakKeyDictionary[ScheduleTable, np.ndarray]" = weakref.WeakKeyDictionary()
-
-
-def _read_ops(table: ScheduleTable) -> OpArrays | None:
-    kind, micro, stage = table.kind, table.micro, table.stage
-    if kind.ndim != 2 or micro.shape != kind.shape or stage.shape != kind.shape:
-        return None
-    cells = [kind, micro, stage]
-    codes = [int(Kind.IDLE)] + [int(k) for k in FAST_KINDS]
-    pairs = table.pair_micro is not None and table.pair_stage is not None
-    if pairs:
-        if table.pair_micro.shape != kind.shape or table.pair_stage.shape != kind.shape:
-            return None
-        cells += [table.pair_micro, table.pair_stage]
-        codes.append(int(Kind.FB))
-    if not np.isin(kind, np.array(codes)).all():
-        return None
-    busy = kind != Kind.IDLE
-    same_as_previous = np.zeros(kind.shape, dtype=bool)
-    same_as_previous[:, 1:] = np.logical_and.reduce([a[:, 1:] == a[:, :-1] for a in cells])
-    begins = busy & ~same_as_previous
-    w, t = np.nonzero(begins)  # row-major: worker, then slot
-    # A run ends where the next run (or an idle cell, or the row's end) begins.
-    boundary = ~same_as_previous
-    boundary = np.concatenate([boundary[:, 1:], np.ones((kind.shape[0], 1), dtype=bool)], axis=1)
-    bw, bt = np.nonzero(boundary)  # last cell of each run (busy or idle), row-major
-    flat_last = bw * kind.shape[1] + bt
-    flat_begin = w * kind.shape[1] + t
-    last = flat_last[np.searchsorted(flat_last, flat_begin)]
-    return OpArrays(
-        worker=w.astype(np.int64),
-        start=t.astype(np.int64),
-        slots=(last - flat_begin + 1).astype(np.int64),
-        kind=kind[w, t].astype(np.int64),
-        micro=micro[w, t].astype(np.int64),
-        stage=stage[w, t].astype(np.int64),
-        micro2=table.pair_micro[w, t].astype(np.int64) if pairs else None,
-        stage2=table.pair_stage[w, t].astype(np.int64) if pairs else None,
-    )
 
 
 def validate_fast(table: ScheduleTable) -> None:
@@ -574,19 +507,15 @@ def validate_fast(table: ScheduleTable) -> None:
       InvalidTableError: naming the worker, slot and operation of the first violation.
     """
     if not _valid(table):
-        from ppsweep.tables.validate import validate_table
-
         validate_table(table)
 
 
 def _valid(table: ScheduleTable) -> bool:
     """True when ``table`` passes every rule of :func:`ppsweep.tables.validate.validate_table`."""
+    if not array_path_handles(table) or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
+        return False
     ops = table_ops(table)
-    if ops is None or table.kind.shape[0] != table.p or table.replica.shape != table.kind.shape:
-        return False
     m, n_stages = table.m, table.n_stages
-    if not well_formed(ops.kind, ops.micro, ops.stage, m, n_stages, ops.micro2, ops.stage2):
-        return False
     # Every half of the kind its microbatch-stage runs (F; B, or I and W where split), as many
     # halves as the schedule's operations (no repeat: table_inputs below), each on its stage's worker.
     split = split_grid(table.split_backward, m, n_stages)
@@ -611,24 +540,3 @@ def _valid(table: ScheduleTable) -> bool:
     if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
         return False
     return not ((ops.end[inputs] > ops.start) & (inputs >= 0)).any()  # an input ending after its consumer starts
-
-
-def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | None = None) -> np.ndarray | None:
-    """:meth:`ScheduleTable.activation_profile` with array code (the same floats), or None where the
-    :func:`table_ops` leaves the table to the reference (the caller then uses it).
-    """
-    ops = table_ops(table)
-    if ops is None:
-        return None
-    weights = np.ones(table.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
-    delta = np.zeros((table.p, table.length + 1))
-    # At most one operation starts and one ends at a cell, so the additions below meet at most
-    # two terms per cell, whose sum does not depend on their order: the reference's floats.
-    # A pair stores its forward half's activation and frees its backward half's.
-    pairs = ops.kind == Kind.FB
-    stores = (ops.kind == Kind.F) | pairs
-    frees = (ops.kind == Kind.B) | (ops.kind == Kind.W) | pairs  # ppsweep.tables.ops.frees_activation
-    freed_stage = np.where(pairs, ops.stage2, ops.stage) if ops.has_pairs else ops.stage
-    np.add.at(delta, (ops.worker[stores], ops.start[stores]), weights[ops.stage[stores]])
-    np.subtract.at(delta, (ops.worker[frees], ops.end[frees]), weights[freed_stage[frees]])
-    return np.cumsum(delta, axis=1)[:, : table.length]

@@ -20,7 +20,7 @@ pairs carry full backwards while its cool-down splits them). The input gradient 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import AbstractSet, NamedTuple, Union
+from typing import AbstractSet, Any, NamedTuple, Union
 
 
 class Kind(IntEnum):
@@ -128,3 +128,19 @@ def expected_ops(m: int, n_stages: int, split_backward: SplitBackward) -> list[O
             kinds = (Kind.F, Kind.I, Kind.W) if is_split(split_backward, j, s) else (Kind.F, Kind.B)
             ops += [Op(k, j, s) for k in kinds]
     return ops
+
+
+def pair_time(t_f: Any, t_b: Any, overlap: Any = 0.0) -> Any:
+    """Duration of an overlapped pair F&B: ``(1 - overlap)·t_f + t_b``.
+
+    Args:
+      t_f: the forward half's time, s (numbers or arrays; numpy broadcasting).
+      t_b: the full-backward half's time, s.
+      overlap: share of the forward half hidden under the backward half, in [0, 1] (the README's
+        ``fb_overlap``; the forward is the shorter half, a third of the pair with B = 2F). Default
+        0: the pair lasts as long as its halves one after the other.
+
+    Returns:
+      The pair's time, s.
+    """
+    return (1.0 - overlap) * t_f + t_b

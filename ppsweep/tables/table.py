@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ppsweep.tables.op_arrays import activation_profile_fast
 from ppsweep.tables.ops import NONE, Kind, Op, SplitBackward, dependencies, frees_activation, halves, op_label
 from ppsweep.schedules.base import ScheduleOrder
 
@@ -123,9 +124,7 @@ class ScheduleTable:
         Returns:
           Float array ``(p, T)``: the weighted sum of activations held during each slot.
         """
-        from ppsweep.tables.fast_realize import activation_profile_fast  # array version; None: not handled
-
-        fast = activation_profile_fast(self, stage_weights)
+        fast = activation_profile_fast(self, stage_weights)  # array version; None: not handled
         if fast is not None:
             return fast
         weights = np.ones(self.n_stages) if stage_weights is None else np.asarray(stage_weights, float)

@@ -260,7 +260,7 @@ def plot_t_sim_vs_m(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
 def plot_bubbles(dataset: xr.Dataset, out_dir: str | os.PathLike) -> Path:
     """Bubble by abstraction against ``m``: formula (dashed), table (dotted), sim idle (solid, min–max band)."""
     names = schedules(dataset)
-    S, P, M = dataset.sizes["schedule"], dataset.sizes["p"], dataset.sizes["m"]
+    S, P = dataset.sizes["schedule"], dataset.sizes["p"]
     formula = _masked_table(dataset, "bubble_formula")
     table = _masked_table(dataset, "bubble_table")
     inner = list(inner_dims(dataset))

@@ -38,7 +38,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ppsweep.cli.support import OneLineParser, UsageError, run_command
 from ppsweep.viz.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
