@@ -21,7 +21,7 @@ import zarr
 
 from ppsweep import analysis
 
-from ppsweep.viz import explore
+from ppsweep.viz import explore, explore_cli
 from ppsweep.store.integrity import record_layout
 from ppsweep.store.results import CHECKSUM, done_units, read_unit, unit_checksum
 
@@ -93,16 +93,16 @@ def test_samples_add_pwin_and_regret(sample_store):
 
 def test_command_line(store, tmp_path, capsys):
     page = tmp_path / "page.html"
-    assert explore.main([str(store), "--html", str(page)]) == 0
+    assert explore_cli.main([str(store), "--html", str(page)]) == 0
     assert "self-contained" in capsys.readouterr().out and page.stat().st_size > 100_000
-    assert explore.main([str(store), "--html", str(tmp_path / "p8.html"), "--sel", "p=4", "--sel", "latency=1e-05"]) == 0
+    assert explore_cli.main([str(store), "--html", str(tmp_path / "p8.html"), "--sel", "p=4", "--sel", "latency=1e-05"]) == 0
     capsys.readouterr()
     for argv, message in [
         ([str(tmp_path / "missing.zarr"), "--html", str(page)], "no such store"),
         ([str(store), "--sel", "p=3", "--html", str(page)], "p has no value '3'; it has 2, 4"),
         ([str(store), "--sel", "warp=1", "--html", str(page)], "'warp' is not a dimension"),
     ]:
-        assert explore.main(argv) == 2
+        assert explore_cli.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
 
@@ -142,7 +142,7 @@ def _count(pixels: np.ndarray, rgb: tuple[int, int, int]) -> int:
 @pytest.fixture(scope="module")
 def page(store, tmp_path_factory):
     path = tmp_path_factory.mktemp("page") / "page.html"
-    assert explore.main([str(store), "--html", str(path)]) == 0
+    assert explore_cli.main([str(store), "--html", str(path)]) == 0
     return path
 
 

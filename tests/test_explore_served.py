@@ -24,7 +24,7 @@ import pytest
 import zarr
 
 from ppsweep import analysis
-from ppsweep.viz import explore, explore_served
+from ppsweep.viz import explore, explore_cli, explore_served
 
 from test_explore import CHROMIUM, _count, _need_chromium, _pixels, sample_store, store  # noqa: F401 - fixtures
 
@@ -206,11 +206,11 @@ LINE = "Bokeh.documents[0].get_model_by_name('line_gpipe').data"
 def test_the_command_serves_a_store_past_the_limit(big_store, monkeypatch, capsys):
     served = []
     monkeypatch.setattr(explore_served, "serve_store", lambda dataset, title, port, **options: served.append((dataset, options)))
-    assert explore.main([str(big_store), "--port", "0", "--no-browser"]) == 0  # past the limit: served
+    assert explore_cli.main([str(big_store), "--port", "0", "--no-browser"]) == 0  # past the limit: served
     assert len(served) == 1 and served[0][0]["t_sim"].chunks is not None and served[0][1]["store"] == str(big_store)
-    assert explore.main([str(big_store), "--html", "page.html", "--serve"]) == 2
+    assert explore_cli.main([str(big_store), "--html", "page.html", "--serve"]) == 2
     assert "--serve: a served page cannot be written to a file" in capsys.readouterr().err
-    assert explore.main([str(big_store), "--html", "page.html"]) == 2
+    assert explore_cli.main([str(big_store), "--html", "page.html"]) == 2
     assert "or serve it (no --html)" in capsys.readouterr().err
 
 

@@ -86,9 +86,9 @@ def test_tiny_layout_sweep_end_to_end(tmp_path):
     assert np.isfinite(float(big["model_flops_per_gpu"]))
     # the explorer: one layout at a time
     from ppsweep.cli.support import UsageError
-    from ppsweep.viz import explore
+    from ppsweep.viz import explore_cli
 
     with pytest.raises(UsageError, match="choose one value of gpus|choose one value of tp"):
-        explore.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html")])
+        explore_cli.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html")])
     sel = ["--sel", "tp=2", "--sel", "cp=1", "--sel", "recompute=full"]
-    assert explore.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html"), *sel]).startswith("wrote")
+    assert explore_cli.run([str(tmp_path / "tiny.zarr"), "--html", str(tmp_path / "x.html"), *sel]).startswith("wrote")

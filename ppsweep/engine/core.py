@@ -830,55 +830,56 @@ def _prepare_compiled(table: ScheduleTable, worker_node: tuple[int, ...] | None,
     return _Prepared(table, tiers.worker_node, tiers, built)
 
 
+class _CompiledScan:
+    """What the two scans share: every table the program compiles, every mode, noise; they differ in
+    the tile runner (:meth:`runner`) and their priority."""
+
+    is_scan: bool = True
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        return _compile_refusal(table, mode)
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _prepare_compiled(table, worker_node)
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, self.runner(), prepared.tiers)
+
+
 @dataclass(frozen=True)
-class JaxScan:
+class JaxScan(_CompiledScan):
     """The jit-compiled JAX scan (this module): every table the program compiles, every mode, noise."""
 
     name: str = "jax_scan"
     tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL)
-    is_scan: bool = True
 
     @property
     def priority(self) -> int:
         return 10
 
-    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
-                 worker_node: tuple[int, ...] | None = None) -> str | None:
-        return _compile_refusal(table, mode)
-
-    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
-                worker_node: tuple[int, ...] | None = None) -> _Prepared:
-        return _prepare_compiled(table, worker_node)
-
-    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
-            noise: Any) -> SimResult:
-        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, _run_scan, prepared.tiers)
+    def runner(self) -> Any:
+        """The tile runner: :func:`_run_scan`."""
+        return _run_scan
 
 
 @dataclass(frozen=True)
-class NativeScan:
+class NativeScan(_CompiledScan):
     """The compiled CPU loop (:mod:`ppsweep.engine.native_scan`): the JAX scan's results to the bit,
     noise included. ``auto`` prefers it to the JAX scan where JAX runs on one CPU device."""
 
     name: str = "native_scan"
     tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL, exact_to="jax_scan")
-    is_scan: bool = True
 
     @property
     def priority(self) -> int:
         return 20 if _one_cpu_device() else 5
 
-    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
-                 worker_node: tuple[int, ...] | None = None) -> str | None:
-        return _compile_refusal(table, mode)
-
-    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
-                worker_node: tuple[int, ...] | None = None) -> _Prepared:
-        return _prepare_compiled(table, worker_node)
-
-    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
-            noise: Any) -> SimResult:
-        return _scan_result(prepared.table, costs, mode, dtype, chunk, finish, noise, _run_native, prepared.tiers)
+    def runner(self) -> Any:
+        """The tile runner: :func:`_run_native`."""
+        return _run_native
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from ppsweep.sweep.config import SweepSpec
 
@@ -62,4 +64,18 @@ def variables(spec: SweepSpec) -> dict[str, tuple[str, str, str]]:
         out.update(LAYOUT_VARIABLES)
         if spec.gpus is not None:
             out["dp"] = DP_VARIABLE
+    return out
+
+
+def empty_unit(spec: "SweepSpec") -> dict[str, np.ndarray]:
+    """One unit's arrays before evaluation: every variable NaN, every boolean False, with the
+    store's dimensions and length 1 along ``p`` and ``m``."""
+
+    def empty(kind: str, fill: float | bool = np.nan) -> np.ndarray:
+        dims = spec.dims_of(kind)
+        return np.full(tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims))), fill)
+
+    out = {name: empty(kind) for name, (kind, _, _) in variables(spec).items()}
+    for name, (kind, _, _) in booleans(spec).items():
+        out[name] = empty(kind, False)
     return out

@@ -23,7 +23,7 @@ from ppsweep.engine.compiled import program_for
 from ppsweep.engine.methods import method_backend
 from ppsweep.engine.tiers import nodes_of
 from ppsweep.sweep.ranking import rank_lower_better
-from ppsweep.store.schema import booleans, variables
+from ppsweep.store.schema import empty_unit
 from ppsweep.sweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
@@ -44,16 +44,9 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
 
         return evaluate_layout_unit(spec, p_index, m_index)
     p, m = spec.p[p_index], spec.m[m_index]
-
-    def empty(kind: str, fill: float | bool = np.nan) -> np.ndarray:
-        dims = spec.dims_of(kind)
-        return np.full(tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims))), fill)
-
     # Every variable's dimensions start with schedule, p, m (then recompute, where the sweep has it):
     # a table's values go to [k, 0, 0] or [k, 0, 0, r], its points' arrays fill the dimensions after.
-    out = {name: empty(kind) for name, (kind, _, _) in variables(spec).items()}
-    for name, (kind, _, _) in booleans(spec).items():
-        out[name] = empty(kind, False)
+    out = empty_unit(spec)
     models = spec.models()
     for k, name in enumerate(spec.schedules):
         try:

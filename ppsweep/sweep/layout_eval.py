@@ -18,7 +18,7 @@ from ppsweep.costs import ActivationSplit, memory_figures
 from ppsweep.engine.compiled import program_for
 from ppsweep.engine.methods import method_backend
 from ppsweep.layout import Layout, invalid_code, layout_costs, model_flops_per_step, replica_model, simulate_layout
-from ppsweep.store.schema import booleans, variables
+from ppsweep.store.schema import empty_unit
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.sweep.timing import phase
@@ -47,14 +47,7 @@ def unit_layouts(spec: SweepSpec, p: int) -> list[tuple[tuple[int, ...], Layout,
 def evaluate_layout_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.ndarray]:
     """Evaluate one ``(p, m)`` unit of a layout sweep (same contract as :func:`ppsweep.sweep.evaluate.evaluate_unit`)."""
     p, m = spec.p[p_index], spec.m[m_index]
-
-    def empty(kind: str, fill: float | bool = np.nan) -> np.ndarray:
-        dims = spec.dims_of(kind)
-        return np.full(tuple(1 if d in ("p", "m") else n for d, n in zip(dims, spec.shape(dims))), fill)
-
-    out = {name: empty(kind) for name, (kind, _, _) in variables(spec).items()}
-    for name, (kind, _, _) in booleans(spec).items():
-        out[name] = empty(kind, False)
+    out = empty_unit(spec)
     models = spec.models()
     systems = spec.system_list()
     layouts = unit_layouts(spec, p)
