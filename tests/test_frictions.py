@@ -61,3 +61,14 @@ def test_the_console_script_is_the_same_command():
     module = subprocess.run([sys.executable, "-m", "ppsweep", "--help"], capture_output=True, text=True, timeout=120)
     assert ours.returncode == module.returncode == 0 and ours.stdout == module.stdout
     assert subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60).stdout.startswith("ppsweep ")
+
+
+def test_step_times_past_a_day_get_a_warning_naming_the_units(tmp_path):
+    # peak_flops=1e9 (meant as 1e15?) gives a step of years: legal, said in one line, store written.
+    run = subprocess.run([sys.executable, "-m", "ppsweep", "name=slip", f"results_dir={tmp_path}", "schedules=[1f1b]", "p=[4]",
+                          "m=[8]", "bandwidth=[2e6]", "latency=[1e-6]", "system.peak_flops=1e9", "progress=false"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    warning = [line for line in run.stderr.splitlines() if line.startswith("warning: step times up to")]
+    assert len(warning) == 1 and "days: check the units" in warning[0] and "peak_flops in FLOP/s" in warning[0]
+    assert (tmp_path / "slip.zarr").is_dir()

@@ -169,6 +169,9 @@ def run_outcome(cfg: Any) -> dict:
             f"wrote {report.points_run:,} points in {report.seconds:.1f} s "
             f"({report.points_per_second:,.0f} points/s end to end) to {where}"
         )
+    if report.longest_step > DAY_SECONDS:  # legal, but far outside any real training step: a unit slip?
+        print(f"warning: step times up to {report.longest_step / DAY_SECONDS:,.1f} days: check the units of the model and "
+              "system (bandwidth in bytes/s, latency and optimizer_time in s, peak_flops in FLOP/s)", file=sys.stderr, flush=True)
     if not report.complete:
         from ppsweep.sweep.shards import describe_missing
         from ppsweep.store.results import check_store, done_units
@@ -178,6 +181,9 @@ def run_outcome(cfg: Any) -> dict:
         line += "; the store is complete"
     return say(line)
 
+
+#: Step times past this (one day, s) get a warning naming the likely unit slip.
+DAY_SECONDS = 86400.0
 
 #: Exit statuses of the failed jobs of a ``--multirun`` that ran in this process (Hydra's basic
 #: launcher); :func:`main` exits with the worst of them once every job has run.

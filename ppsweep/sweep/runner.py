@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
+import numpy as np
 
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.parallel import Evaluators, configure_jax, evaluate_units, evaluator_count, evaluators_for, largest_first  # noqa: F401 - configure_jax: public here too
@@ -45,6 +46,7 @@ class SweepReport:
     seconds: float
     complete: bool
     units_missing: int = 0
+    longest_step: float = float("nan")  # the largest t_sim this run computed, s (NaN: none)
 
     @property
     def points_per_second(self) -> float:
@@ -102,6 +104,7 @@ def run_sweep(
     split: Counter = Counter()
     take()
     computed = 0
+    longest = float("nan")
     if pending:
         n_workers = 1 if cluster else evaluator_count(spec, pending, workers)
         evaluators = evaluators_for(n_workers, compilation_cache, evaluators)
@@ -122,6 +125,7 @@ def run_sweep(
                     results_stream = evaluate_units(spec, claimed, n_workers, compilation_cache, evaluators)
                 for i, j, results, unit_seconds in results_stream:
                     split.update(unit_seconds)
+                    longest = np.fmax(longest, _longest_step(results))
                     if writing is not None:
                         writing.result()
                     writing = writer.submit(_write_and_release, unit_writer, i, j, results, generation, mine.pop((i, j)))
@@ -146,7 +150,14 @@ def run_sweep(
     missing = 0 if complete else int((~done_units(group)).sum())
     if evaluators is not None:  # they have been winding down meanwhile: join them
         evaluators.shutdown(wait=True)
-    return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing)
+    return SweepReport(path, computed, total, computed * points_per_unit, seconds, complete, missing, float(longest))
+
+
+def _longest_step(results: dict) -> float:
+    """The largest finite ``t_sim`` of a unit's results (NaN where it has none)."""
+    t = np.asarray(results.get("t_sim", np.nan), dtype=float)
+    finite = t[np.isfinite(t)]
+    return float(finite.max()) if finite.size else float("nan")
 
 
 def _claim(path: Path, group, units: list[tuple[int, int]], mine: dict) -> Iterator[tuple[int, int]]:
