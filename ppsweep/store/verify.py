@@ -25,17 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsweep.cli.support import OneLineParser, UsageError, check_arguments, display
+from ppsweep.cli.support import UsageError, command_parser, check_arguments, display
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.verify",
-        allow_abbrev=False,
-        description="Check every finished unit of a ppsweep store against its checksum; --repair recomputes damaged ones.",
-        epilog="example: python -m ppsweep.verify results/bandwidth.zarr --repair",
-    )
-    parser.add_argument("store", help="a results store written by python -m ppsweep (results/<name>.zarr)")
+    parser = command_parser("verify", "Check every finished unit of a ppsweep store against its checksum; --repair recomputes damaged ones.",
+                            "results/bandwidth.zarr --repair", store=True)
     parser.add_argument("--repair", action="store_true", help="recompute damaged units from the store's recorded config")
     return parser
 

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.cli.support import UsageError, command_parser, run_command
 from ppsweep.viz.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
 from ppsweep.tables.ops import KIND_LETTER, op_label
 from ppsweep.engine.reference import ReferenceResult, StepRecord, reference_simulate
@@ -195,12 +195,8 @@ def write_chrome_trace(record: StepRecord, path: str | os.PathLike, metadata: Ma
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.trace",
-        allow_abbrev=False,
-        description="Simulate one step of a schedule and draw it (see ppsweep.viz.trace's docstring).",
-        epilog="example: python -m ppsweep.trace 1f1b p=4 m=8 bandwidth=1e10 --gantt 1f1b.png --trace 1f1b.json",
-    )
+    parser = command_parser("trace", "Simulate one step of a schedule and draw it (see ppsweep.viz.trace's docstring).",
+                            "1f1b p=4 m=8 bandwidth=1e10 --gantt 1f1b.png --trace 1f1b.json")
     parser.add_argument("schedule", help="registered schedule name")
     parser.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="p=P m=M, point and schedule options")
     parser.add_argument("--gantt", metavar="PNG", help="write a Gantt chart of the simulated step")
