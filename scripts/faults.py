@@ -388,7 +388,7 @@ def fault_code(checker: Checker, out: Path, rng: random.Random) -> dict:
     code = out / "code"
     shutil.copytree(ROOT / "ppsweep", code / "ppsweep", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "conf", code / "conf")
-    costs = code / "ppsweep" / "costs.py"
+    costs = code / "ppsweep" / "cost_model" / "model.py"
     line = "        return b * self.sequence * self.hidden * self.bytes_per_value\n"
     text = costs.read_text()
     assert line in text, "message_bytes changed: update fault_code"

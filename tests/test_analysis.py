@@ -24,7 +24,7 @@ import xarray as xr
 from scipy import stats
 
 from ppsweep import analysis, build_schedule
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.sweep.runner import run_sweep
 from ppsweep.store.results import IncompleteStoreWarning, open_for_sweep, write_unit
 from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit

@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.sweep.runner import run_sweep
 from ppsweep.store.results import VARIABLES, IncompleteStoreWarning, StoreError, open_for_sweep, open_results, write_unit
