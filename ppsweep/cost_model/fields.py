@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+
 #: Field metadata of config fields added after stores existed: such a field enters a store's
 #: identity only when it differs from its default (:func:`ppsweep.store.identity.identity`).
 IDENTITY_WHEN_SET = {"identity": "when_set"}

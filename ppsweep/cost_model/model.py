@@ -10,6 +10,7 @@ import numpy as np
 
 from ppsweep.cost_model.fields import config_from_mapping, require_number
 
+
 #: Accepted values of ``model.recompute``.
 RECOMPUTE_MODES = ("none", "selective", "full")
 #: Accepted values of ``model.mlp`` and ``model.norm``.

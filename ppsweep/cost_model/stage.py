@@ -53,7 +53,6 @@ def stage_layers(model: ModelConfig, table: ScheduleTable) -> np.ndarray:
     return layers
 
 
-
 @dataclass(frozen=True)
 class StageCosts:
     """Per-stage compute seconds and bytes for the engine, broadcast over a leading point axis.
