@@ -23,7 +23,7 @@ MOVED = {
     "ppsweep.compiled": "ppsweep.engine.compiled",
     "ppsweep.config": "ppsweep.sweep.config",
     "ppsweep.display": "ppsweep.viz.display",
-    "ppsweep.engine_costs": "ppsweep.engine.costs",
+    "ppsweep.engine_costs": "ppsweep.engine.cost_grid",
     "ppsweep.envelope": "ppsweep.engine.envelope",
     "ppsweep.estimate": "ppsweep.sweep.estimate",
     "ppsweep.fast_program": "ppsweep.engine.fast_program",

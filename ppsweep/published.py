@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ppsweep.costs import ModelConfig, SystemConfig
+from ppsweep.cost_model import ModelConfig, SystemConfig
 from ppsweep.layout import Layout, LayoutOptions, layout_costs, model_flops_per_step, simulate_layout, unpipelined_step
 from ppsweep.tables.build import build_schedule
 

@@ -71,7 +71,8 @@ from ppsweep.analysis import (  # noqa: E402
     winner_label,
 )
 from ppsweep.analysis.fits import fits_report, plot_fits_map  # noqa: E402
-from ppsweep.store.results import IncompleteStoreWarning, describe  # noqa: E402
+from ppsweep.store.errors import IncompleteStoreWarning  # noqa: E402
+from ppsweep.store.open import describe  # noqa: E402
 
 
 def figures_dir(store: Path) -> Path:

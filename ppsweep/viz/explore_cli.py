@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> str:
     """Everything but printing errors: writes or serves the page; returns the text to print."""
     from ppsweep.analysis import load
-    from ppsweep.store.results import IncompleteStoreWarning
+    from ppsweep.store.errors import IncompleteStoreWarning
 
     args = _parser().parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:

@@ -64,7 +64,7 @@ def simulate_step(
 
     Args:
       table: the schedule table.
-      model, system: :class:`ppsweep.costs.ModelConfig` and :class:`~ppsweep.costs.SystemConfig`.
+      model, system: :class:`ppsweep.cost_model.ModelConfig` and :class:`~ppsweep.cost_model.SystemConfig`.
       bandwidth, latency: bytes/s and s; default the system's (the profile's with a profile).
       mode: communication mode.
       peak_flops: peak FLOP/s (a sweep's ``compute`` value); default the system's.
@@ -74,7 +74,7 @@ def simulate_step(
     Returns:
       The reference result; its ``record`` holds every event.
     """
-    from ppsweep.costs import stage_costs
+    from ppsweep.cost_model import stage_costs
 
     if profile is not None:
         import numpy as np
@@ -249,7 +249,7 @@ def _float(key: str, text: Any, least: str) -> float:
 
 def _run(args: argparse.Namespace) -> str:
     from ppsweep.tables.build import build_schedule
-    from ppsweep.costs import ModelConfig, SystemConfig
+    from ppsweep.cost_model import ModelConfig, SystemConfig
     from ppsweep.viz.show import parse_assignments
 
     if not (args.gantt or args.table_gantt or args.trace):
