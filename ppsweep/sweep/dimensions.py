@@ -69,11 +69,11 @@ class PointDimension:
 
     @property
     def accepted(self) -> str:
-        """The accepted values, in words: ``numbers in [0, 1] (share)``."""
+        """The accepted values, in words: ``0 … 1 share``, ``> 0 FLOP/s``."""
         low, high = self.bounds
         if high == np.inf:
-            return f"numbers {'>' if self.positive else '>='} {low:g} ({self.units})"
-        return f"numbers in {'(' if self.positive else '['}{low:g}, {high:g}] ({self.units})"
+            return f"{'>' if self.positive else '>='} {low:g} {self.units}"
+        return f"{low:g} … {high:g} {self.units}{' (not 0)' if self.positive and low == 0 else ''}"
 
     def check(self, values: np.ndarray) -> np.ndarray:
         """``values``, or a one-line ValueError naming the key and the accepted range."""
