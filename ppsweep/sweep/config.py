@@ -109,6 +109,8 @@ class SweepSpec:
       comm: communication modes; a ``comm`` dimension exists when ``comm_axis``.
       compute: peak FLOP/s values of a ``compute`` dimension, or None (the system's, no dimension).
       bandwidth, latency: the network axes, bytes/s and s.
+      fb_overlap: shares of a pair's forward hidden under its backward of an ``fb_overlap``
+        dimension, or None (``system.fb_overlap``, no dimension).
       model, system: cost-model configs.
       f_slots, b_slots: slots of F and B in the idealized tables.
       dtype: engine float dtype.
@@ -147,6 +149,7 @@ class SweepSpec:
     comm: tuple[str, ...] = ("overlap",)
     comm_axis: bool = False
     compute: np.ndarray | None = None
+    fb_overlap: np.ndarray | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     schedule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     f_slots: int = 1
     b_slots: int = 2

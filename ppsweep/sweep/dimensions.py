@@ -109,6 +109,11 @@ POINT_DIMENSIONS: tuple[PointDimension, ...] = (
         bounds_note="the physical range", refused_by=_message_time,
         meaning="latency of one message on the tier between nodes",
     ),
+    PointDimension(
+        "fb_overlap", "share", "fb_overlap", "fb_overlap", positive=False, bounds=(0.0, 1.0),
+        meaning="share of an overlapped F&B pair's forward hidden under its backward (DualPipe's pairs; 0: none)",
+        refused_by=lambda profile: None if profile.t_fb is None else "the profile gives t_fb (the pair's measured time); set fb_overlap=null",
+    ),
 )
 #: Names of the point dimensions, in store order.
 POINT_DIMENSION_NAMES = tuple(d.name for d in POINT_DIMENSIONS)
