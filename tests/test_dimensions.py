@@ -168,3 +168,16 @@ def test_existing_stores_keep_their_identity():
     assert "fb_overlap" not in plain and "fb_overlap" in plain["system"]
     axis = identity(load_config(["+sweep=bandwidth", "fb_overlap=[0.5]"]))
     assert set(axis) - set(plain) == {"fb_overlap"} and {k: v for k, v in axis.items() if k != "fb_overlap"} == plain
+
+
+def test_a_null_axis_takes_its_default_only_when_null(tmp_path):
+    # a profile with free transfers (beta = inf) has no bandwidth to default to; a given bandwidth needs none
+    import yaml
+
+    profile = tmp_path / "free.yaml"
+    profile.write_text(yaml.safe_dump({"format": "ppsweep-costs/1", "t_f": 0.01, "t_b": 0.02,
+                                       "message": {"alpha": 1e-5, "beta": float("inf"), "bytes": 1e7}}))
+    base = ["p=[4]", "m=[8]", "costs=profile", f"costs.profile={profile}"]
+    with pytest.raises(ValueError, match=r"^bandwidth: the profile's message.beta is inf; give the sweep's bandwidth"):
+        load_config(base)
+    assert load_config([*base, "bandwidth=[1e10]"]).bandwidth.tolist() == [1e10]

@@ -488,17 +488,18 @@ def _point_axis(dim: PointDimension, value: Any, profile: CostProfile | None, sy
     Raises:
       ValueError: one line naming the key and its accepted values.
     """
-    if value is None and not dim.always:
-        return None
-    default = _network_default(profile, dim.reaches, getattr(system, dim.system_field))
+    if value is None:
+        if not dim.always:
+            return None
+        value = _null_value(profile, dim.reaches, getattr(system, dim.system_field))
     try:
-        values = _axis(dim.name, value, positive=dim.positive, default=default)
+        values = _axis(dim.name, value, positive=dim.positive)
     except ValueError as error:
         raise ValueError(f"{error}; accepted: {dim.accepted}") from None
     return dim.check(values)
 
 
-def _network_default(profile: CostProfile | None, name: str, system_value: float) -> float:
+def _null_value(profile: CostProfile | None, name: str, system_value: float) -> float:
     """The value a point axis set to null takes: the system's, or for bandwidth (``beta``) and latency
     (``alpha``) with a profile, the profile's.
 
@@ -687,10 +688,8 @@ def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
     return values
 
 
-def _axis(field_name: str, value: Any, positive: bool, default: float | None = None) -> np.ndarray:
+def _axis(field_name: str, value: Any, positive: bool) -> np.ndarray:
     """A numeric axis from a number, a list, or ``{start, stop, num}`` (log-spaced)."""
-    if value is None:
-        value = [default]
     if isinstance(value, Mapping):
         if set(value) != {"start", "stop", "num"}:
             raise ValueError(f"{field_name}: a range needs exactly start, stop and num (log-spaced), got {dict(value)}")
