@@ -51,6 +51,6 @@ def test_bad_run_keys_name_the_field(overrides, message):
 
 
 def test_dimensions_and_unit_regions_go_by_name():
-    assert list(DIMENSIONS)[:3] == ["schedule", "p", "m"] and list(DIMENSIONS)[-3:] == ["bandwidth", "latency", "sample"]
+    assert list(DIMENSIONS)[:3] == ["schedule", "p", "m"] and list(DIMENSIONS)[-4:] == ["bandwidth", "latency", "fb_overlap", "sample"]
     assert unit_region(("schedule", "p", "m", "bandwidth"), 2, 3) == (slice(None), slice(2, 3), slice(3, 4), slice(None))
     assert unit_region(("m", "p"), 2, 3) == (slice(3, 4), slice(2, 3))

@@ -106,6 +106,7 @@ ALTERNATIVES = {
     "bandwidth": [1.0e9],
     "latency": [2.0e-6],
     "compute": [1.0e14],
+    "fb_overlap": [0.5],
     "comm.mode": "contention",
     "engine.dtype": "float32",
     "engine.method": "scan",

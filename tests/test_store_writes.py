@@ -49,7 +49,7 @@ LAYOUT_ONLY = {"gpus", "tp", "dp", "cp", "system"}
 def test_coordinates_are_written_as_xarray_writes_them(tmp_path, kind):
     # every kind of coordinate: strings (schedule, recompute, comm, system), integers (p, m, sample, tp, …), floats
     if kind == "pipeline":
-        spec = load_config(["+sweep=fits", "p=[4,8]", "m=[16]", "compute=[1e14,1e15]", "noise.samples=2",
+        spec = load_config(["+sweep=fits", "p=[4,8]", "m=[16]", "compute=[1e14,1e15]", "fb_overlap=[0,0.5]", "noise.samples=2",
                             "comm.mode=[overlap,ports]"])
         assert set(spec.coords()) == set(DIMENSIONS) - LAYOUT_ONLY
     else:

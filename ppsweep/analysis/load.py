@@ -26,11 +26,12 @@ import xarray as xr
 
 from ppsweep.store.errors import IncompleteStoreWarning, StoreError
 from ppsweep.store.open import open_results
+from ppsweep.sweep.dimensions import POINT_DIMENSIONS
 
 #: Chunks :func:`load` asks for by default: the store's own (one dask chunk per unit).
 DEFAULT_CHUNKS: dict = {}
 #: Dimensions every results store has (docs/contract.md §5).
-REQUIRED_DIMS = ("schedule", "p", "m", "bandwidth", "latency")
+REQUIRED_DIMS = ("schedule", "p", "m", *(d.name for d in POINT_DIMENSIONS if d.always))
 #: Variables the analysis reads.
 REQUIRED_VARIABLES = ("t_sim", "bubble_formula", "bubble_table", "valid", "done")
 

@@ -21,9 +21,10 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.analysis.load import AnalysisError, whole_along
+from ppsweep.sweep.dimensions import POINT_DIMENSION_NAMES
 
 #: Axes the sensitivity looks along, when present with more than one value.
-NUMERIC_AXES = ("p", "m", "compute", "bandwidth", "latency")
+NUMERIC_AXES = ("p", "m", *POINT_DIMENSION_NAMES)
 
 
 def steps_to_change(codes: np.ndarray, coord: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:

@@ -284,14 +284,14 @@ def reference_simulate(
         (a number or a length-``S`` sequence); default 0.
       t_opt: optimizer update time per worker, s; 0 (default) means no update.
       fb_overlap: share of an overlapped pair's forward half hidden under its backward half
-        (:func:`ppsweep.costs.pair_time`); default 0.
+        (:func:`ppsweep.tables.ops.pair_time`); default 0.
       record: also return the step's event record (:class:`StepRecord`: per-operation start and
         end, per-message ready, send and arrival times, synchronisations, updates) in the
         result's ``record``; it changes no other field.
       op_durations: explicit compute time of operations, s (e.g. drawn with noise,
         :func:`ppsweep.engine.noise.reference_inputs`); an operation not in it takes its stage's time.
         An overlapped pair's time may be given as its own or by its halves (``F(micro, stage)``,
-        ``B(micro2, stage2)``): it then lasts :func:`ppsweep.costs.pair_time` of the halves' times.
+        ``B(micro2, stage2)``): it then lasts :func:`ppsweep.tables.ops.pair_time` of the halves' times.
       message_times: explicit ``(hold, total)`` of the messages an operation sends, s: ``hold``
         occupies the link (``contention``) or the ports (``ports``), default ``bytes/β``;
         ``total`` is the time from leaving to arrival, default ``α + bytes/β``. A pair's messages
@@ -400,7 +400,7 @@ class _Point:
 
     def duration(self, op: Op) -> float:
         """Compute time of ``op`` (an explicit one first); an overlapped pair without one:
-        :func:`ppsweep.costs.pair_time` of its halves' times (each explicit or its stage's)."""
+        :func:`ppsweep.tables.ops.pair_time` of its halves' times (each explicit or its stage's)."""
         if op in self.op_durations:
             return self.op_durations[op]
         if op.kind == Kind.FB:

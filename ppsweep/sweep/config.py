@@ -10,9 +10,11 @@ refused before any heavy import. The ways in:
 - :func:`spec_from_config` / :func:`plan_from_config`: an already composed config (the command
   line's, a launcher job's, or a plain mapping) into a spec / plan.
 
-Dimensions: :data:`DIMENSIONS` fixes every dimension a store can have, in store order, with its
-units. :meth:`SweepSpec.coords` lists the present ones in that order; everything downstream (the
-evaluation, the store's layout and writes) arranges arrays by these names, never by position.
+Dimensions: :data:`DIMENSIONS` (:mod:`ppsweep.sweep.dimensions`) fixes every dimension a store can
+have, in store order, with its units; the point dimensions (``compute``, ``bandwidth``, ...) are
+parsed here, each by its registry record. :meth:`SweepSpec.coords` lists the present ones in that
+order; everything downstream (the evaluation, the store's layout and writes) arranges arrays by
+these names, never by position.
 """
 
 from __future__ import annotations
@@ -35,26 +37,8 @@ from ppsweep.layout import LayoutOptions
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.schedules import get_schedule
 from ppsweep.schedules.variants import canonical_label
+from ppsweep.sweep.dimensions import DIMENSIONS, POINT_DIMENSIONS, PointDimension
 
-#: Every dimension a results store can have, in store order, with its ``units`` attribute (None:
-#: no units). ``schedule``, ``p``, ``m``, ``bandwidth`` and ``latency`` are always present.
-DIMENSIONS: dict[str, str | None] = {
-    "schedule": None,
-    "p": "workers",
-    "m": "microbatches",
-    "gpus": "GPUs",
-    "tp": "GPUs",
-    "dp": "replicas",
-    "cp": "GPUs",
-    "recompute": None,
-    "memory_capacity": "bytes",
-    "system": None,
-    "comm": None,
-    "compute": "FLOP/s",
-    "bandwidth": "bytes/s",
-    "latency": "s",
-    "sample": None,
-}
 #: Dimensions of per-table variables (and the first ones of every per-point variable).
 TABLE_DIMS = ("schedule", "p", "m")
 #: Layout dimensions (docs/contract.md §3b), in store order; present only in sweeps that set them.
@@ -65,10 +49,7 @@ CAPACITY_DIMS = ("memory_capacity",)
 JOB_KEYS = ("shard", "finalize", "dry_run")
 
 # ---- accepted ranges (README, "Sweeps and the results dataset": "Accepted values") ---------------
-#: Physical range of the network axes (and of ``system.bandwidth`` / ``system.latency``): a link
-#: from 1 MB/s to 1 PB/s, a latency from 0 to 1 s. Outside it a value is a typo (a unit slip).
-BANDWIDTH_RANGE = (1.0e6, 1.0e15)
-LATENCY_RANGE = (0.0, 1.0)
+# The point dimensions' ranges are in their records (ppsweep.sweep.dimensions.POINT_DIMENSIONS).
 #: Most values of one axis (a list, or ``${logspace:…}``'s ``num``): building a longer one alone
 #: takes minutes in the config library.
 MAX_AXIS_VALUES = 10_000
@@ -80,7 +61,7 @@ MAX_SLOTS = 64
 WORKERS_PER_CORE = 4
 
 # ---- the store's identity ------------------------------------------------------------------------
-# A store's identity (:func:`ppsweep.store.results.identity`) is built GENERICALLY from every field of the
+# A store's identity (:func:`ppsweep.store.identity.identity`) is built GENERICALLY from every field of the
 # resolved :class:`SweepSpec`: a field added to the spec is part of the identity unless it is
 # named here. Config keys that never reach the spec are listed in RUN_KEYS; a test composes the
 # config and checks that changing any other key changes the identity (tests/test_faults.py).
@@ -128,6 +109,8 @@ class SweepSpec:
       comm: communication modes; a ``comm`` dimension exists when ``comm_axis``.
       compute: peak FLOP/s values of a ``compute`` dimension, or None (the system's, no dimension).
       bandwidth, latency: the network axes, bytes/s and s.
+      fb_overlap: shares of a pair's forward hidden under its backward of an ``fb_overlap``
+        dimension, or None (``system.fb_overlap``, no dimension).
       model, system: cost-model configs.
       f_slots, b_slots: slots of F and B in the idealized tables.
       dtype: engine float dtype.
@@ -166,6 +149,7 @@ class SweepSpec:
     comm: tuple[str, ...] = ("overlap",)
     comm_axis: bool = False
     compute: np.ndarray | None = None
+    fb_overlap: np.ndarray | None = field(default=None, metadata=IDENTITY_WHEN_SET)
     schedule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     f_slots: int = 1
     b_slots: int = 2
@@ -215,9 +199,8 @@ class SweepSpec:
             "memory_capacity": None if self.memory_capacity is None else np.asarray(self.memory_capacity, dtype=float),
             "system": None if self.systems is None else np.array([s.name for s in self.systems], dtype=object),
             "comm": np.array(self.comm, dtype=object) if self.comm_axis else None,
-            "compute": None if self.compute is None else np.asarray(self.compute, dtype=float),
-            "bandwidth": np.asarray(self.bandwidth, dtype=float),
-            "latency": np.asarray(self.latency, dtype=float),
+            **{d.name: None if getattr(self, d.name) is None else np.asarray(getattr(self, d.name), dtype=d.dtype)
+               for d in POINT_DIMENSIONS},
             "sample": np.arange(self.noise.samples, dtype=np.int64) if self.noise.enabled else None,
         }
         return {dim: values[dim] for dim in DIMENSIONS if values[dim] is not None}
@@ -349,7 +332,6 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
     modes = tuple(modes) if comm_axis else (modes,)
     if not modes:
         raise ValueError("comm.mode: must name at least one mode (overlap, blocking, contention, ...), got []")
-    compute = cfg.get("compute")
     profile = _profile(cfg.get("costs"))
     if profile is not None:
         _check_profile_sweep(cfg, profile, system)
@@ -366,9 +348,7 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         m=m_values,
         comm=modes,
         comm_axis=comm_axis,
-        compute=None if compute is None else _axis("compute", compute, positive=True),
-        bandwidth=_in_range("bandwidth", _axis("bandwidth", cfg.get("bandwidth"), positive=True, default=_network_default(profile, "beta", system.bandwidth)), BANDWIDTH_RANGE, "bytes/s"),
-        latency=_in_range("latency", _axis("latency", cfg.get("latency"), positive=False, default=_network_default(profile, "alpha", system.latency)), LATENCY_RANGE, "s"),
+        **{d.name: _point_axis(d, cfg.get(d.name), profile, system) for d in POINT_DIMENSIONS},
         model=model,
         system=system,
         f_slots=check_positive_int("slots.f", slots.get("f", 1), 1, MAX_SLOTS),
@@ -383,14 +363,15 @@ def spec_from_config(cfg: Mapping[str, Any] | DictConfig) -> SweepSpec:
         **_layout_fields(cfg),
         inputs=input_files(cfg, schedules),
     )
-    if spec.systems is not None:  # null axes: every system's own inter-node value
-        for axis, key in (("bandwidth", "bandwidth"), ("latency", "latency")):
-            if cfg.get(axis) is None:
-                spec = replace(spec, **{axis: np.unique([getattr(s, key) for s in spec.systems]).astype(float)})
+    if spec.systems is not None:  # null axes: every system's own value
+        for d in POINT_DIMENSIONS:
+            if d.layouts and cfg.get(d.name) is None:
+                spec = replace(spec, **{d.name: np.unique([getattr(s, d.system_field) for s in spec.systems]).astype(d.dtype)})
     if spec.has_layout and spec.noise.enabled:
         raise ValueError("noise.samples: layout sweeps (gpus, tp, dp, cp, systems) run without noise; set noise.samples=0")
-    if spec.has_layout and spec.compute is not None:
-        raise ValueError("compute: layout sweeps take the compute of each system (systems); set compute=null")
+    for d in POINT_DIMENSIONS:
+        if spec.has_layout and not d.layouts and getattr(spec, d.name) is not None:
+            raise ValueError(f"{d.name}: layout sweeps take the {d.name} of each system (systems); set {d.name}=null")
     if spec.has_layout and spec.profile is not None:
         raise ValueError("costs: layout sweeps (gpus, tp, dp, cp, systems) use the cost model; set costs=model")
     for dim, values in spec.coords().items():
@@ -478,21 +459,16 @@ def _profile(costs: Any) -> CostProfile | None:
 
 def _check_profile_sweep(cfg: Mapping[str, Any], profile: CostProfile, system: SystemConfig) -> None:
     """Refuse the keys a profile replaces or cannot serve (docs/contract.md §3a)."""
-    if cfg.get("compute") is not None:
-        raise ValueError("compute: scales the cost model's roofline; with costs=profile the times are measured: set compute=null")
+    for d in POINT_DIMENSIONS:
+        reason = d.refused_by(profile)
+        if reason is not None and cfg.get(d.name) is not None:
+            raise ValueError(f"{d.name}: {reason}")
     if cfg.get("recompute") is not None:
         raise ValueError("recompute: the cost model's recomputation modes; with costs=profile the times are measured with one: set recompute=null")
     if not profile.has_memory:
         for key, value in (("memory_capacity", cfg.get("memory_capacity")), ("system.memory_capacity", system.memory_capacity)):
             if value is not None:
                 raise ValueError(f"{key}: needs the profile's memory (memory: {{activation_bytes, persistent_bytes}}); set {key}=null or add it to the file")
-    if profile.message_is_time:
-        for key in ("bandwidth", "latency"):
-            if cfg.get(key) is not None:
-                raise ValueError(
-                    f"{key}: the profile gives the message time (message.time), so bandwidth and latency cannot be swept; "
-                    "set bandwidth=null latency=null, or give the profile's message as {alpha, beta, bytes}"
-                )
     if profile.message_is_time:
         for key in ("intra_latency", "intra_bandwidth"):
             if getattr(system, key, None) is not None:
@@ -506,13 +482,31 @@ def _check_profile_sweep(cfg: Mapping[str, Any], profile: CostProfile, system: S
         raise ValueError("system.optimizer_time: the profile gives t_opt; set system.optimizer_time=0")
 
 
-def _network_default(profile: CostProfile | None, name: str, system_value: float) -> float:
-    """The bandwidth (``beta``) or latency (``alpha``) a sweep takes when it does not set the axis.
+def _point_axis(dim: PointDimension, value: Any, profile: CostProfile | None, system: SystemConfig) -> np.ndarray | None:
+    """The values of point dimension ``dim`` from its config key (None: no dimension).
+
+    Raises:
+      ValueError: one line naming the key and its accepted values.
+    """
+    if value is None:
+        if not dim.always:
+            return None
+        value = _null_value(profile, dim.reaches, getattr(system, dim.system_field))
+    try:
+        values = _axis(dim.name, value, positive=dim.positive)
+    except ValueError as error:
+        raise ValueError(f"{error}; accepted: {dim.accepted}") from None
+    return dim.check(values)
+
+
+def _null_value(profile: CostProfile | None, name: str, system_value: float) -> float:
+    """The value a point axis set to null takes: the system's, or for bandwidth (``beta``) and latency
+    (``alpha``) with a profile, the profile's.
 
     The system's under the cost model; the profile's ``alpha``/``beta``; for a message time
     (``message: {time: T}``), latency ``T`` and the system's bandwidth (no bytes: it has no effect).
     """
-    if profile is None:
+    if profile is None or name not in ("alpha", "beta"):
         return system_value
     alpha, beta, _ = profile.network()
     if profile.message_is_time:
@@ -568,28 +562,16 @@ def input_files(cfg: Mapping[str, Any], schedules: Sequence[str]) -> dict[str, d
     return {label: {"path": str(path), "sha256": file_digest(path)} for label, path in sorted(files.items())}
 
 
-def _in_range(field_name: str, values: np.ndarray, bounds: tuple[float, float], unit: str) -> np.ndarray:
-    """``values``, or a ValueError naming ``field_name`` when one is outside ``bounds`` (physical range)."""
-    low, high = bounds
-    bad = values[(values < low) | (values > high)]
-    if bad.size:
-        raise ValueError(
-            f"{field_name}: {bad[0]:g} {unit} is outside the physical range {low:g} … {high:g} {unit} "
-            f"(a unit slip?); see README, \"Accepted values\""
-        )
-    return values
-
-
 #: Keys whose value is a mapping of free keys (checked where they are used), not a config block.
-FREE_KEYS = ("schedule_options", "bandwidth", "latency", "compute", "memory_capacity")
+FREE_KEYS = ("schedule_options", *(d.name for d in POINT_DIMENSIONS), "memory_capacity")
 
 
 @functools.lru_cache(maxsize=1)
 def known_keys() -> dict[str, Any]:
     """Every key a config may hold, as a tree (a mapping: a config block; None: a value), derived in
     one place from the schema: ``conf/config.yaml``'s keys, and the fields of the dataclasses the
-    ``model`` and ``system`` groups become (:class:`ppsweep.costs.ModelConfig`,
-    :class:`~ppsweep.costs.SystemConfig`). A key added to either is accepted without being named here.
+    ``model`` and ``system`` groups become (:class:`ppsweep.cost_model.ModelConfig`,
+    :class:`~ppsweep.cost_model.SystemConfig`). A key added to either is accepted without being named here.
     """
     from dataclasses import fields as dataclass_fields
 
@@ -682,7 +664,7 @@ def _mapping(cfg: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 #: System fields that a sweep varies through a top-level axis: ``system.<field>`` -> the axis's key.
-SYSTEM_FIELD_AXES = {"bandwidth": "bandwidth", "latency": "latency", "memory_capacity": "memory_capacity", "peak_flops": "compute"}
+SYSTEM_FIELD_AXES = {**{d.system_field: d.name for d in POINT_DIMENSIONS}, "memory_capacity": "memory_capacity"}
 
 
 def _check_system_lists(system: Mapping[str, Any]) -> None:
@@ -706,10 +688,8 @@ def _list(cfg: Mapping[str, Any], key: str) -> list[Any]:
     return values
 
 
-def _axis(field_name: str, value: Any, positive: bool, default: float | None = None) -> np.ndarray:
+def _axis(field_name: str, value: Any, positive: bool) -> np.ndarray:
     """A numeric axis from a number, a list, or ``{start, stop, num}`` (log-spaced)."""
-    if value is None:
-        value = [default]
     if isinstance(value, Mapping):
         if set(value) != {"start", "stop", "num"}:
             raise ValueError(f"{field_name}: a range needs exactly start, stop and num (log-spaced), got {dict(value)}")

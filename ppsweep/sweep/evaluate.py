@@ -1,10 +1,12 @@
 """Sweeps: a grid of points, cut into units of work, each evaluated at all three levels.
 
 A :class:`SweepSpec` (:mod:`ppsweep.sweep.config`) is the validated form of a sweep's config. Its grid
-has the dimensions ``schedule × p × m [× recompute] [× comm] [× compute] × bandwidth × latency`` (and ``memory_capacity`` for ``fits``). One **unit** of work is one
-``(p, m)`` pair with every schedule, mode, compute value, bandwidth and latency: it builds each
+has the dimensions ``schedule × p × m [× recompute] [× comm] × point dimensions`` (``[compute ×]
+bandwidth × latency``, :data:`ppsweep.sweep.dimensions.POINT_DIMENSIONS`; and ``memory_capacity``
+for ``fits``). One **unit** of work is one ``(p, m)`` pair with every schedule, mode and value of
+the point dimensions: it builds each
 schedule's table once, runs the engine over all the unit's points that share it, and ranks the
-schedules point by point. A unit is also one chunk of the store (:mod:`ppsweep.store.results`).
+schedules point by point. A unit is also one chunk of the store (:mod:`ppsweep.store.units`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.sweep.config import SweepSpec
+from ppsweep.sweep.dimensions import POINT_DIMENSION_NAMES, POINT_DIMENSIONS, grid_arguments
 from ppsweep.cost_model import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
@@ -28,8 +31,9 @@ from ppsweep.sweep.timing import phase
 
 __all__ = ["SweepSpec", "evaluate_unit", "simulate_table"]
 
-#: Dimensions of the engine's results for one table, in the order :func:`simulate_table` builds them.
-ENGINE_DIMS = ("comm", "compute", "bandwidth", "latency", "sample")
+#: Dimensions of the engine's results for one table, in the order :func:`simulate_table` builds them:
+#: the point grid has one axis per registered point dimension (length 1 where the sweep has none).
+ENGINE_DIMS = ("comm", *POINT_DIMENSION_NAMES, "sample")
 
 
 def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.ndarray]:
@@ -107,7 +111,7 @@ def _memory(spec: SweepSpec, models: dict[str, ModelConfig], table, m: int) -> d
 
 
 def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, np.ndarray]:
-    """Engine results of one table over the unit's ``[comm ×] [compute ×] bandwidth × latency [× sample]`` points.
+    """Engine results of one table over the unit's ``[comm ×] point dimensions [× sample]`` points.
 
     Args:
       spec: the sweep.
@@ -121,21 +125,25 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
     """
     model = spec.model if model is None else model
     system = spec.system
-    # Axes: compute (or 1) × bandwidth × latency; they are the tier between nodes, the tier within
-    # one is the system's (docs/contract.md §4b).
-    alpha, beta = spec.latency[None, None, :], spec.bandwidth[None, :, None]
+    # One axis per point dimension, in store order (length 1 where the sweep has none: the
+    # system's value). bandwidth and latency are the tier between nodes, the tier within one is
+    # the system's (docs/contract.md §4b).
+    grid = grid_arguments(POINT_DIMENSIONS, {d.name: getattr(spec, d.name) for d in POINT_DIMENSIONS}, system)
+    stage = {d.reaches: grid.pop(d.reaches) for d in POINT_DIMENSIONS if d.stage}
     intra = {"alpha_intra": system.intra_latency, "beta_intra": system.intra_bandwidth}
+    scalars = {"fb_overlap": system.fb_overlap, "t_opt": system.optimizer_time}  # the system's, unless a point dimension sets them
     if spec.profile is None:
-        costs = stage_costs(model, system, table, peak_flops=spec.compute)
-        point = engine_costs(costs, alpha=alpha, beta=beta, t_opt=system.optimizer_time,
-                             fb_overlap=system.fb_overlap, point_axes=2, **intra)
+        costs = stage_costs(model, system, table, **stage)
+        point = engine_costs(costs, point_axes=len(POINT_DIMENSIONS) - 1, **{**scalars, **grid}, **intra)
         global_batch = model.global_batch
     else:  # measured times per microbatch: the global batch is m microbatches of the profile's size
-        network = {} if spec.profile.message_is_time else {"alpha": alpha, "beta": beta, **intra}
-        point = engine_costs_from_profile(spec.profile, table, **network, fb_overlap=system.fb_overlap,
-                                          t_opt=system.optimizer_time)
+        # a dimension the profile gives (its key refused) takes the profile's value
+        given = {d.reaches for d in POINT_DIMENSIONS if d.refused_by(spec.profile) is not None}
+        network = {} if spec.profile.message_is_time else intra
+        point = engine_costs_from_profile(spec.profile, table, **{**scalars, **{k: v for k, v in grid.items() if k not in given}},
+                                          **network)
         if spec.profile.message_is_time:  # the point shape of the sweep's one bandwidth and latency
-            point = dataclasses.replace(point, alpha=np.broadcast_to(point.alpha, (1, 1, 1)))
+            point = dataclasses.replace(point, alpha=np.broadcast_to(point.alpha, (1,) * len(POINT_DIMENSIONS)))
         global_batch = table.m * (spec.profile.microbatch_size or 1.0)
     worker_node = nodes_of(table.p, system.gpus_per_node)
     noise = spec.noise if spec.noise.enabled else None

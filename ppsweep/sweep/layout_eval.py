@@ -20,6 +20,7 @@ from ppsweep.engine.methods import method_backend
 from ppsweep.layout import Layout, invalid_code, layout_costs, model_flops_per_step, replica_model, simulate_layout
 from ppsweep.store.schema import empty_unit
 from ppsweep.sweep.config import SweepSpec
+from ppsweep.sweep.dimensions import POINT_DIMENSIONS, grid_arguments
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.sweep.timing import phase
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
@@ -103,9 +104,11 @@ def evaluate_layout_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[st
 
 def _simulate(spec: SweepSpec, table, model, system, layout: Layout) -> dict[str, np.ndarray]:
     """``t_sim`` (with the DP synchronisation), ``throughput``, ``idle_sim``, ``comm_time``, ``dp_time``
-    over ``[comm ×] bandwidth × latency``."""
-    lc = layout_costs(model, system, table, layout, spec.layout, alpha=spec.latency[None, :], beta=spec.bandwidth[:, None])
-    shape = (len(spec.bandwidth), len(spec.latency))
+    over ``[comm ×]`` the point dimensions a layout sweep takes (``bandwidth × latency``)."""
+    dims = [d for d in POINT_DIMENSIONS if d.layouts]
+    grid = grid_arguments(dims, {d.name: getattr(spec, d.name) for d in dims}, system)
+    lc = layout_costs(model, system, table, layout, spec.layout, **grid)
+    shape = tuple(len(getattr(spec, d.name)) for d in dims)
     per_mode = []
     for mode in spec.comm:
         result, t_step = simulate_layout(table, lc, mode, dtype=spec.dtype, chunk=spec.chunk, backend=method_backend(spec.method), finish=False)

@@ -188,7 +188,7 @@ def _claim(path: Path, group, units: list[tuple[int, int]], mine: dict) -> Itera
 
 
 def _write_and_release(unit_writer: UnitWriter, i: int, j: int, results: dict, generation: tuple, lock) -> None:
-    """Write one unit (:class:`ppsweep.store.results.UnitWriter`), then release its lock, whatever happens."""
+    """Write one unit (:class:`ppsweep.store.units.UnitWriter`), then release its lock, whatever happens."""
     try:
         with phase("write"):
             unit_writer.write(i, j, results, generation)

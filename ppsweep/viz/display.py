@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ppsweep.sweep.dimensions import DIMENSIONS
+
 #: Time units (seconds per unit), smallest first.
 TIME_UNITS = ((1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
 #: Byte units (bytes per unit, decimal as in the cost model's GB/s), smallest first.
@@ -71,12 +73,12 @@ def format_bytes(nbytes: float, digits: int = 4) -> str:
 #: Colours of the schedules, in store order (the figures and the explorer).
 SCHEDULE_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 
-#: Units of the dimensions whose values are shown scaled to their magnitude.
-_COORDINATE_FORMATS = {
-    "bandwidth": lambda v: f"{format_bytes(v, 3)}/s",
-    "latency": lambda v: format_time(v, 3),
-    "memory_capacity": lambda v: format_bytes(v, 3),
-    "compute": lambda v: format_flops(v),
+#: Units (:data:`ppsweep.sweep.dimensions.DIMENSIONS`) whose values are shown scaled to their magnitude.
+_UNIT_FORMATS = {
+    "bytes/s": lambda v: f"{format_bytes(v, 3)}/s",
+    "s": lambda v: format_time(v, 3),
+    "bytes": lambda v: format_bytes(v, 3),
+    "FLOP/s": lambda v: format_flops(v),
 }
 
 
@@ -89,8 +91,9 @@ def format_flops(flops_per_second: float, digits: int = 3) -> str:
 def format_coordinate(dim: str, value) -> str:
     """A coordinate value as people read it: ``10 GB/s`` (bandwidth), ``1 µs`` (latency), ``80 GB``
     (memory_capacity), ``500 TFLOP/s`` (compute); other numbers with 4 significant digits; text as it is."""
-    if dim in _COORDINATE_FORMATS and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value):
-        return _COORDINATE_FORMATS[dim](float(value))
+    units = DIMENSIONS.get(dim)
+    if units in _UNIT_FORMATS and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value):
+        return _UNIT_FORMATS[units](float(value))
     if isinstance(value, (float, np.floating)):
         return f"{float(value):.4g}"
     if isinstance(value, (int, np.integer)):
