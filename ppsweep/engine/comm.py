@@ -99,6 +99,12 @@ class Mode:
     blocks_sender: bool = False
     resource: str | None = None
 
+    @property
+    def sends_in_table_order(self) -> bool:
+        """Several workers' messages share a resource (a receiver's ingress port): they take it in
+        the order the table sends them (README "Timing rules", ``ports``), not as they come."""
+        return self.resource == "port"
+
     def n_resources(self, p: int, n_links: int) -> int:
         """Resources of a table with ``p`` workers and ``n_links`` directed links."""
         return {None: 0, "link": n_links, "port": 2 * p}[self.resource]
@@ -217,7 +223,7 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
     lanes[sends] = per_link[program.link[sends]]
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    if rule.resource == "port" and sends.any():
+    if rule.sends_in_table_order and sends.any():
         rounds[sends] = _port_rounds(program, lanes)
     sync = tuple(
         tuple(i for link in row if link >= 0 for i in per_link[int(link)].tolist()) for row in program.sync_ring_links
