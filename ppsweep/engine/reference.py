@@ -341,7 +341,7 @@ def reference_simulate(
     graph = _read_graph(table)
     run = _run_operations(table, graph, point)
     syncs = _synchronise(table, graph, point, run)
-    final, updates = _finish_step(table, point, run, syncs)
+    final, updates = _finish_step(point, run, syncs)
     return ReferenceResult(
         t_sim=final.time,
         worker_finish=np.array([e.time for e in run.finish], dtype=float),
@@ -700,17 +700,21 @@ def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) 
     return syncs
 
 
-def _finish_step(table: ScheduleTable, point: _Point, run: _Run, syncs: _Syncs) -> tuple[_Event, list[UpdateEvent]]:
-    """The optimizer updates (when ``t_opt > 0``), then the event that sets ``t_sim``."""
-    worker_end = list(run.finish)
+def _finish_step(point: _Point, run: _Run, syncs: _Syncs) -> tuple[_Event, list[UpdateEvent]]:
+    """The optimizer updates (when ``t_opt > 0``), then the event that sets ``t_sim``
+    (:func:`ppsweep.engine.comm.step_end`)."""
     updates: list[UpdateEvent] = []
-    if point.t_opt > 0:
-        for w in range(int(table.p)):
-            held = [s for s in sorted(syncs.end) if w in syncs.holders[s]]
-            start = _latest([run.finish[w]] + [syncs.end[s] for s in held], f"update of worker {w} starts")
-            worker_end[w] = _after(start, point.t_opt, f"update of worker {w} ends", compute=point.t_opt)
-            updates.append(UpdateEvent(w, start.time, worker_end[w].time))
-    final = _latest(worker_end + [syncs.end[s] for s in sorted(syncs.end)], "t_sim")
+
+    def update(w: int, start: _Event) -> _Event:
+        if point.t_opt <= 0:
+            return run.finish[w]
+        end = _after(start, point.t_opt, f"update of worker {w} ends", compute=point.t_opt)
+        updates.append(UpdateEvent(w, start.time, end.time))
+        return end
+
+    stages = sorted(syncs.end)
+    final = comm.step_end(_EventAlgebra("step end"), run.finish, [syncs.end[s] for s in stages],
+                          [syncs.holders[s] for s in stages], update)
     return final, updates
 
 
