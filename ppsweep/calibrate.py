@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import sys
 
-from ppsweep.cli.support import OneLineParser, run_command
+from ppsweep.cli.support import command_parser, run_command
 
 
 def _run(argv: list[str] | None) -> str:
     from ppsweep.cost_profile import write_cost_profile
     from ppsweep.measure.calibrate import fit_trace
 
-    parser = OneLineParser(prog="python -m ppsweep.calibrate", description=__doc__.splitlines()[0])
+    parser = command_parser("calibrate", __doc__.splitlines()[0])
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace JSON file(s) or folder(s)")
     parser.add_argument("--out", metavar="PATH", help="write the profiled-costs file (YAML)")
     args = parser.parse_args(argv)

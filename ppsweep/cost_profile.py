@@ -22,7 +22,7 @@ Rules chosen here (also in the README):
 - missing ``t_i``/``t_w`` default to ``t_b/2`` each; without ``t_b``, ``t_b = t_i + t_w``;
 - ``t_fb`` (a pair of a forward and a backward of the same stage, measured together) becomes one
   overlap credit per point, ``fb_overlap = Σ(t_f + t_b − t_fb) / Σ t_f`` over the table's stages (the
-  engine's pair rule, :func:`ppsweep.costs.pair_time`, has one credit); each stage needs
+  engine's pair rule, :func:`ppsweep.tables.ops.pair_time`, has one credit); each stage needs
   ``t_b <= t_fb <= t_f + t_b``;
 - ``message: {time: T}`` is a latency: ``alpha = T``, no bytes (``msg_bytes = 0``), so no link
   is held and ``contention``/``ports`` equal ``overlap``; ``{alpha, beta, bytes}`` is Hockney's
@@ -425,7 +425,7 @@ def engine_costs_from_profile(
     alpha_intra: Any = None,
     beta_intra: Any = None,
 ) -> Any:
-    """The engine's :class:`~ppsweep.engine.costs.Costs` of ``table`` from a profile.
+    """The engine's :class:`~ppsweep.engine.cost_grid.Costs` of ``table`` from a profile.
 
     Args:
       profile: the profile.
@@ -444,7 +444,7 @@ def engine_costs_from_profile(
       StageCountError: the table's stage count does not fit the profile's.
       ValueError: an override the profile does not allow.
     """
-    from ppsweep.engine.costs import Costs
+    from ppsweep.engine.cost_grid import Costs
 
     n = int(table.n_stages)
     own_alpha, own_beta, msg_bytes = profile.network()
@@ -473,7 +473,7 @@ def engine_costs_from_profile(
 
 
 def profile_memory(profile: CostProfile, table: Any) -> Any:
-    """The bottleneck worker's memory (:class:`ppsweep.costs.MemoryFigures`) from the profile's bytes, or None.
+    """The bottleneck worker's memory (:class:`ppsweep.cost_model.MemoryFigures`) from the profile's bytes, or None.
 
     Activations follow the table as in the cost model (an F stores its stage's ``activation_bytes``
     until the B, or the W, frees them); every ``(replica, stage)`` adds its ``persistent_bytes`` to
@@ -482,7 +482,7 @@ def profile_memory(profile: CostProfile, table: Any) -> Any:
     Raises:
       StageCountError: the table's stage count does not fit the profile's.
     """
-    from ppsweep.costs import MemoryFigures
+    from ppsweep.cost_model import MemoryFigures
 
     if not profile.has_memory:
         return None

@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ppsweep.costs import ModelConfig, SystemConfig, roofline_time
+from ppsweep.cost_model import ModelConfig, SystemConfig, roofline_time
 from ppsweep.engine.comm import RingAllReduce, message_time, wire_time
 
 #: The four layout dimensions; ``pp`` is the pipeline's ``p``.
@@ -437,7 +437,7 @@ class LayoutCosts:
     """What one table costs under a layout, over a broadcast point grid.
 
     Attributes:
-      costs: the engine's :class:`~ppsweep.engine.costs.Costs` (both tiers: a hop between workers
+      costs: the engine's :class:`~ppsweep.engine.cost_grid.Costs` (both tiers: a hop between workers
         of one node takes the intra tier, :mod:`ppsweep.engine.tiers`).
       worker_node: ``(p,)`` node of each pipeline worker (:func:`worker_node`).
       dp_exposed: seconds the DP synchronisation adds to the step, broadcast point shape.
@@ -467,8 +467,8 @@ def layout_costs(model: ModelConfig, system: SystemConfig, table, layout: Layout
     Returns:
       :class:`LayoutCosts`.
     """
-    from ppsweep.costs import stage_layers
-    from ppsweep.engine.costs import Costs
+    from ppsweep.cost_model import stage_layers
+    from ppsweep.engine.cost_grid import Costs
 
     if table.p != layout.p:
         raise ValueError(f"p: the table has p={table.p}, the layout p={layout.p}")

@@ -1,4 +1,4 @@
-"""Named overlap credits (``system.fb_overlap=NAME``): measured values of :func:`ppsweep.costs.pair_time`'s credit.
+"""Named overlap credits (``system.fb_overlap=NAME``): measured values of :func:`ppsweep.tables.ops.pair_time`'s credit.
 
 ``deepseek_compute`` and ``deepseek_a2a`` come from DeepSeek's profile of one overlapped DualPipe pair
 (``ppsweep/data/deepseek_overlap.yaml``, with its source and the spans used; README "DualPipe's

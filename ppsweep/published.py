@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ppsweep.costs import ModelConfig, SystemConfig
+from ppsweep.cost_model import ModelConfig, SystemConfig
 from ppsweep.layout import Layout, LayoutOptions, layout_costs, model_flops_per_step, simulate_layout, unpipelined_step
 from ppsweep.tables.build import build_schedule
 
@@ -104,14 +104,22 @@ def _row_layout(row: dict[str, str]) -> Layout:
     return Layout(tp=tp, p=p, dp=gpus // (tp * p))
 
 
+def _table1_rows() -> list[tuple[dict[str, str], ModelConfig, Layout, int]]:
+    """Narayanan et al.'s Table 1, a row at a time: the row, its model (full recomputation), its
+    layout and its microbatches per pipeline ``m``."""
+    out = []
+    for row in read_table("narayanan2021_table1"):
+        model, layout = _row_model(row, "full"), _row_layout(row)
+        out.append((row, model, layout, model.global_batch // (layout.dp * MICROBATCH)))
+    return out
+
+
 def narayanan_rows(system: SystemConfig | None = None) -> list[Comparison]:
     """Table 1: measured against predicted teraFLOP/s per GPU, row by row."""
     system = a100() if system is None else system
     options = LayoutOptions(scatter_gather=True)
     out = []
-    for row in read_table("narayanan2021_table1"):
-        model, layout = _row_model(row, "full"), _row_layout(row)
-        m = model.global_batch // (layout.dp * MICROBATCH)
+    for row, model, layout, m in _table1_rows():
         schedule = megatron_schedule(model.layers, layout.p, m)
         t = step_time(model, system, layout, options, schedule)
         s, h, l, B = SEQUENCE, model.hidden, model.layers, model.global_batch
@@ -127,9 +135,7 @@ def interleaved_gains(system: SystemConfig | None = None) -> list[tuple[str, flo
     system = a100() if system is None else system
     options = LayoutOptions(scatter_gather=True)
     out = []
-    for row in read_table("narayanan2021_table1"):
-        model, layout = _row_model(row, "full"), _row_layout(row)
-        m = model.global_batch // (layout.dp * MICROBATCH)
+    for row, model, layout, m in _table1_rows():
         if megatron_schedule(model.layers, layout.p, m) != "interleaved_1f1b@v=2":
             continue
         plain = step_time(model, system, layout, options, "1f1b")

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 from ppsweep import build_schedule, usable_cores  # noqa: E402
 from ppsweep.engine import envelope as envelope_mod  # noqa: E402
 from ppsweep.engine.compiled import compiled_for  # noqa: E402
-from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
+from ppsweep.cost_model import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine.core import MODES, simulate  # noqa: E402
 from ppsweep.engine.compiled import program_for  # noqa: E402
 from ppsweep.engine.reference import reference_simulate  # noqa: E402

@@ -12,7 +12,7 @@ import argparse
 from ppsweep import build_schedule
 from ppsweep.tables.build import why_unsupported
 from ppsweep.sweep.config import load_config
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.engine.core import MODES, simulate
 
 

@@ -7,7 +7,7 @@ Usage::
 
 ``train.json`` is ``github.com/deepseek-ai/profile-data`` (PyTorch profiler, H800, EP64 TP1, 4K
 sequences): ONE overlapped pair of a forward chunk and a backward chunk of DualPipe, each chunk 4
-MoE layers; pipeline messages are not in it. ppsweep's pair rule (:func:`ppsweep.costs.pair_time`)
+MoE layers; pipeline messages are not in it. ppsweep's pair rule (:func:`ppsweep.tables.ops.pair_time`)
 is ``pair = (1 - fb_overlap)·t_f + t_b``, so the credit is the time the pair saves against its halves
 run one after the other, as a share of the forward half: ``(T_F + T_B - T_pair) / T_F``.
 

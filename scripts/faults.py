@@ -68,9 +68,10 @@ sys.path.insert(0, str(ROOT))
 
 from ppsweep.sweep.config import load_plan  # noqa: E402
 from ppsweep.sweep.runner import configure_jax, run_sweep  # noqa: E402
-from ppsweep.store.results import damaged_units, done_units, read_unit, stored_variables  # noqa: E402
+from ppsweep.store.units import damaged_units, done_units, read_unit, stored_variables  # noqa: E402
 from ppsweep.store.integrity import COVERED  # noqa: E402
-from ppsweep.store.results import StoreError, open_results  # noqa: E402
+from ppsweep.store.errors import StoreError  # noqa: E402
+from ppsweep.store.open import open_results  # noqa: E402
 from ppsweep.store.verify import verify  # noqa: E402
 
 GRID = [
@@ -388,7 +389,7 @@ def fault_code(checker: Checker, out: Path, rng: random.Random) -> dict:
     code = out / "code"
     shutil.copytree(ROOT / "ppsweep", code / "ppsweep", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "conf", code / "conf")
-    costs = code / "ppsweep" / "costs.py"
+    costs = code / "ppsweep" / "cost_model" / "model.py"
     line = "        return b * self.sequence * self.hidden * self.bytes_per_value\n"
     text = costs.read_text()
     assert line in text, "message_bytes changed: update fault_code"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from ppsweep import build_schedule  # noqa: E402
 from ppsweep.tables.build import why_unsupported  # noqa: E402
-from ppsweep.costs import ModelConfig, SystemConfig, stage_costs  # noqa: E402
+from ppsweep.cost_model import ModelConfig, SystemConfig, stage_costs  # noqa: E402
 from ppsweep.engine.core import method_backend, simulate  # noqa: E402
 
 #: Where the golden results live.

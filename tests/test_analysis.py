@@ -24,9 +24,11 @@ import xarray as xr
 from scipy import stats
 
 from ppsweep import analysis, build_schedule
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.sweep.runner import run_sweep
-from ppsweep.store.results import IncompleteStoreWarning, open_for_sweep, write_unit
+from ppsweep.store.errors import IncompleteStoreWarning
+from ppsweep.store.open import open_for_sweep
+from ppsweep.store.units import write_unit
 from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}

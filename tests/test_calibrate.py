@@ -140,7 +140,7 @@ def test_runtime_own_time_is_the_span_outside_its_nested_events(tmp_path):
 
 def test_trace_command_output_calibrates_to_the_cost_model(tmp_path):
     # python -m ppsweep.trace (model megatron_128l, system baseline) -> calibrate -> the model's costs.
-    from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
+    from ppsweep.cost_model import ModelConfig, SystemConfig, stage_costs
     from ppsweep.viz import trace
 
     path = tmp_path / "zb.json"

@@ -11,7 +11,7 @@ import pytest
 import ppsweep
 from conftest import rotated_modes
 from ppsweep.tables.build import why_unsupported
-from ppsweep.costs import ModelConfig, SystemConfig, memory_figures
+from ppsweep.cost_model import ModelConfig, SystemConfig, memory_figures
 from ppsweep.engine.core import simulate
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.reference import reference_simulate
@@ -147,7 +147,7 @@ def test_memory_figures_show_the_price_of_forward_doubling():
 
 def test_backward_halving_costs_use_half_microbatches():
     system = SystemConfig.from_mapping(dict(peak_flops=1e15, memory_bandwidth=1e20, bandwidth=5e10, latency=1e-6))
-    from ppsweep.costs import stage_costs
+    from ppsweep.cost_model import stage_costs
 
     direct, halving = (stage_costs(MODEL, system, build(4, 16, c)) for c in ("direct", "backward_halving"))
     assert halving.msg_bytes == pytest.approx(direct.msg_bytes / 2, rel=1e-12)

@@ -40,7 +40,7 @@ def test_a_too_large_verdict_does_not_keep_its_table_alive(monkeypatch):
 
 
 def _features(table, alpha, beta):
-    from ppsweep.engine.costs import Costs
+    from ppsweep.engine.cost_grid import Costs
 
     costs = Costs.of(table.n_stages, 1e-3, 2e-3, alpha, beta, 1e7)
     return features(compiled_for(table).program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt, 2)

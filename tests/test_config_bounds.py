@@ -85,7 +85,7 @@ def test_the_valid_keys_come_from_the_schema():
     """A key added to conf/config.yaml or to the model/system dataclasses is accepted without a hand list."""
     from dataclasses import fields
 
-    from ppsweep.costs import ModelConfig, SystemConfig
+    from ppsweep.cost_model import ModelConfig, SystemConfig
 
     known = known_keys()
     assert set(known["engine"]) >= {"dtype", "chunk", "method", "compilation_cache", "workers"}

@@ -25,7 +25,7 @@ from ppsweep.cost_profile import (
 from ppsweep.engine import simulate
 from ppsweep.engine.comm import MODES
 from ppsweep.engine.reference import reference_simulate
-from ppsweep.store.results import fingerprint, identity, identity_difference
+from ppsweep.store.identity import fingerprint, identity, identity_difference
 from ppsweep.sweep.config import compose_config, load_plan, spec_from_config
 from ppsweep.tables.build import build_schedule
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.costs import ModelConfig, SystemConfig, layer_time, memory_figures, persistent_bytes_per_worker, stage_costs
+from ppsweep.cost_model import ModelConfig, SystemConfig, layer_time, memory_figures, persistent_bytes_per_worker, stage_costs
 
 MODEL = ModelConfig(layers=8, hidden=1024, heads=16, sequence=2048, vocab=1000, global_batch=32)
 SYSTEM = SystemConfig(peak_flops=1e15, memory_bandwidth=1e14, bandwidth=1e10, latency=1e-6, compute_efficiency=0.5)

@@ -2,7 +2,7 @@
 
 Model: L = 8 layers, h = 1024, a = 16 heads, s = 2048, V = 1000, G = 32, bf16 (2 bytes), optimizer
 12 bytes per parameter. With m = 8 microbatches, b = G/m = 4 sequences. Every expected value below
-is written out from the formulas; none comes from ``ppsweep.costs``.
+is written out from the formulas; none comes from ``ppsweep.cost_model``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ppsweep import build_schedule
-from ppsweep.costs import ModelConfig, SystemConfig, layer_time, memory_figures, persistent_bytes_per_worker, stage_costs
+from ppsweep.cost_model import ModelConfig, SystemConfig, layer_time, memory_figures, persistent_bytes_per_worker, stage_costs
 
 MODEL = ModelConfig(layers=8, hidden=1024, heads=16, sequence=2048, vocab=1000, global_batch=32)
 SYSTEM = SystemConfig(peak_flops=1e15, memory_bandwidth=1e14, bandwidth=1e10, latency=1e-6, compute_efficiency=0.5)

@@ -107,7 +107,7 @@ def test_float32_close_to_float64():
 
 
 def test_costs_form_equals_keyword_form():
-    from ppsweep.engine.costs import Costs
+    from ppsweep.engine.cost_grid import Costs
 
     table = build_schedule("chimera", 4, 8)
     rng = np.random.default_rng(7)

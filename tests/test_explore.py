@@ -23,7 +23,7 @@ from ppsweep import analysis
 
 from ppsweep.viz import explore, explore_cli
 from ppsweep.store.integrity import record_layout
-from ppsweep.store.results import CHECKSUM, done_units, read_unit, unit_checksum
+from ppsweep.store.units import CHECKSUM, done_units, read_unit, unit_checksum
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The schedules' colours on the page (store order: gpipe, 1f1b, chimera).

@@ -88,13 +88,13 @@ def check_array_readings(order: ScheduleOrder, f_slots: int, b_slots: int, monke
         got = fast.activation_profile(w)
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
     if ref.split_backward:  # a split backward's pending bytes, I to W: arrays against the loop
-        from ppsweep import costs
+        from ppsweep.cost_model.memory import pending_profile
 
         pending = np.linspace(1.0, 3.0, ref.n_stages)
         with monkeypatch.context() as patch:
             patch.setattr(fast_realize, "table_ops", lambda table: None)
-            expected = costs._pending_profile(ref, pending)
-        assert np.array_equal(costs._pending_profile(fast, pending), expected)
+            expected = pending_profile(ref, pending)
+        assert np.array_equal(pending_profile(fast, pending), expected)
 
 
 #: Every case with the default slots (1, 2); the other slot settings on every case with p <= 4

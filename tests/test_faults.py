@@ -23,19 +23,12 @@ from omegaconf import OmegaConf
 from ppsweep.cli.main import run
 from ppsweep.sweep.config import ABSENT_WHEN_NONE, NOT_IN_IDENTITY, RUN_KEYS, SweepSpec, compose_config, load_config, spec_from_config
 from ppsweep.sweep.runner import run_sweep
-from ppsweep.store.results import (
-    StoreError,
-    check_store,
-    create_store,
-    damaged_units,
-    fingerprint,
-    identity,
-    open_for_sweep,
-    open_results,
-    registered_writer,
-    stored_variables,
-    write_unit,
-)
+from ppsweep.store.errors import StoreError
+from ppsweep.store.identity import fingerprint, identity
+from ppsweep.store.layout import create_store
+from ppsweep.store.locks import registered_writer
+from ppsweep.store.open import check_store, open_for_sweep, open_results
+from ppsweep.store.units import damaged_units, stored_variables, write_unit
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.costs import pair_time
+from ppsweep.tables.ops import pair_time
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.reference import reference_simulate
 

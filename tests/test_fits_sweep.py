@@ -10,7 +10,7 @@ import xarray as xr
 
 from ppsweep import build_schedule
 from ppsweep.analysis.fits import fastest_that_fits
-from ppsweep.costs import memory_figures, stage_costs
+from ppsweep.cost_model import memory_figures, stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.sweep.runner import run_sweep
 from ppsweep.sweep.evaluate import SweepSpec

@@ -22,7 +22,8 @@ import zarr
 
 from ppsweep.cli.main import run
 from ppsweep.store.integrity import COVERED
-from ppsweep.store.results import StoreError, open_results
+from ppsweep.store.errors import StoreError
+from ppsweep.store.open import open_results
 from ppsweep.store.verify import main as verify_main
 from ppsweep.sweep.config import compose_config
 

@@ -13,12 +13,12 @@ def test_subpackages_export_their_public_names():
     import ppsweep.engine
     import ppsweep.engine.core
     import ppsweep.store
-    import ppsweep.store.results
+    import ppsweep.store.open
     from ppsweep.engine import SimResult, simulate
     from ppsweep.store import open_results
 
     assert simulate is ppsweep.engine.core.simulate and SimResult is ppsweep.engine.core.SimResult
-    assert open_results is ppsweep.store.results.open_results
+    assert open_results is ppsweep.store.open.open_results
     assert "simulate" in dir(ppsweep.engine)
     with pytest.raises(AttributeError, match="'ppsweep.engine' has no attribute 'simulat'"):
         ppsweep.engine.simulat  # noqa: B018

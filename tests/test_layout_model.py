@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ppsweep.costs import ModelConfig, SystemConfig, persistent_bytes_per_worker
+from ppsweep.cost_model import ModelConfig, SystemConfig, persistent_bytes_per_worker
 from ppsweep.engine.core import simulate
 from ppsweep.layout import (
     Layout,

@@ -48,7 +48,7 @@ def test_a_bad_layout_key_is_refused_with_one_line():
 
 def test_tiny_layout_sweep_end_to_end(tmp_path):
     from ppsweep.analysis.layouts import fastest_layouts, layout_report
-    from ppsweep.store.results import open_results
+    from ppsweep.store.open import open_results
     from ppsweep.sweep.runner import run_sweep
 
     spec = load_config(TINY)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ppsweep import build_schedule
-from ppsweep.costs import (
+from ppsweep.cost_model import (
     ModelConfig,
     SystemConfig,
     activation_bytes_per_worker,

@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.tables.interchange import write_csv
 from ppsweep.engine.reference import reference_simulate
 from ppsweep.sweep.runner import run_sweep

@@ -65,7 +65,8 @@ def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path, stores
     _, _, whole = stores
     spec = SweepSpec.from_config(config(name="parts", noise=JITTER, engine={"chunk": 8}))
     # units run in another order, with another engine chunk: a shard-like split
-    from ppsweep.store.results import open_for_sweep, write_unit
+    from ppsweep.store.open import open_for_sweep
+    from ppsweep.store.units import write_unit
     from ppsweep.sweep.evaluate import evaluate_unit
 
     group, _ = open_for_sweep(tmp_path / "parts.zarr", spec, "yaml: 1")
@@ -79,7 +80,7 @@ def test_noisy_store_is_the_same_whatever_the_shards_and_chunks(tmp_path, stores
 def test_noise_changes_the_store_identity(tmp_path, stores):
     import shutil
 
-    from ppsweep.store.results import StoreError
+    from ppsweep.store.errors import StoreError
 
     shutil.copytree(stores[0] / "noisy.zarr", tmp_path / "noisy.zarr")  # the shared store stays untouched
     other = SweepSpec.from_config(config(name="noisy", noise={**JITTER, "seed": 4}))

@@ -95,7 +95,7 @@ def test_claim_2d_joined_recomputed_with_the_reference_simulator(study):
     # Claim 2d-joined: GPipe and 1F1B from the store, Chimera with doubled forwards (the faster of
     # forward doubling and backward halving) through the reference simulator, not the engine.
     from ppsweep.tables.build import build_schedule
-    from ppsweep.costs import stage_costs
+    from ppsweep.cost_model import stage_costs
     from ppsweep.engine.reference import reference_simulate
 
     ds, _, spec, r = study

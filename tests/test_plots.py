@@ -81,7 +81,7 @@ def test_analyze_bad_input_is_one_error_line(tmp_path, capsys):
 
 
 def test_gantt_charts(tmp_path):
-    from ppsweep.costs import ModelConfig, SystemConfig
+    from ppsweep.cost_model import ModelConfig, SystemConfig
 
     table = build_schedule("chimera", 4, 8)
     assert_png(plots.plot_table_gantt(table, tmp_path / "table.png"))

@@ -46,7 +46,7 @@ def test_every_row_is_printed_with_the_error_of_its_numbers(printed):
 def test_a_row_recomputed_from_the_model_alone(printed):
     # 1.7B on 32 GPUs (t=1, p=1, d=32, B=512): no pipeline, 16 microbatches of one sequence
     rows, _ = printed
-    from ppsweep.costs import ModelConfig
+    from ppsweep.cost_model import ModelConfig
 
     model = ModelConfig(layers=24, hidden=2304, heads=24, sequence=2048, vocab=51200, global_batch=512,
                         recompute="full", head_compute=True)

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from ppsweep import build_schedule
-from ppsweep.costs import ModelConfig, activation_bytes_per_worker
+from ppsweep.cost_model import ModelConfig, activation_bytes_per_worker
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
 KORTHIKANTI = ("gpt_22b", "gpt3_175b", "mt_nlg_530b", "gpt_1t")

@@ -28,7 +28,9 @@ from hydra_plugins.ppsweep_launcher.launcher import job_failure
 from ppsweep.cli.main import run
 from ppsweep.sweep.config import check_shards, compose_config, find_conf_dir
 from ppsweep.sweep.shards import describe_missing, shard_units
-from ppsweep.store.results import STORE_FORMAT, StoreError, check_store, open_for_sweep
+from ppsweep.store.errors import StoreError
+from ppsweep.store.identity import STORE_FORMAT
+from ppsweep.store.open import check_store, open_for_sweep
 from ppsweep.sweep.evaluate import SweepSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +153,7 @@ def test_sigkill_then_resume_recomputes_only_missing_units(tmp_path, reference, 
     spec = SweepSpec.from_config(compose_cfg_container())
     done_units = {(spec.p[i], spec.m[j]) for i, j in spec.units() if done[i, j]}
     missing = {(spec.p[i], spec.m[j]) for i, j in spec.units() if not done[i, j]}
-    from ppsweep.store.results import open_results
+    from ppsweep.store.open import open_results
 
     with pytest.warns(UserWarning, match=f"{len(missing)} of 6 .* units missing"):
         incomplete = open_results(store)

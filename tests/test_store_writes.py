@@ -15,8 +15,10 @@ import xarray as xr
 import zarr
 from zarr.codecs import ZstdCodec
 
-from ppsweep.store import results
-from ppsweep.store.results import create_store, damaged_units, open_for_sweep, write_unit
+from ppsweep.store import layout
+from ppsweep.store.layout import create_store
+from ppsweep.store.open import open_for_sweep
+from ppsweep.store.units import damaged_units, write_unit
 from ppsweep.sweep import parallel
 from ppsweep.sweep.config import DIMENSIONS, SweepSpec, load_config
 from ppsweep.sweep.evaluate import evaluate_unit
@@ -77,7 +79,7 @@ def test_a_store_of_the_previous_float_codec_resumes_and_verifies(tmp_path, monk
     spec = small_spec()
     old = tmp_path / "old.zarr"
     with monkeypatch.context() as patch:
-        patch.setattr(results, "FLOAT_COMPRESSOR", ZstdCodec(level=0))
+        patch.setattr(layout, "FLOAT_COMPRESSOR", ZstdCodec(level=0))
         group, _ = open_for_sweep(old, spec, "")
     write_unit(group, spec, 0, 1, evaluate_unit(spec, 0, 1))
     report = run_sweep(spec, old, "", progress=False, workers=1)

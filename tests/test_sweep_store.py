@@ -7,10 +7,13 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
-from ppsweep.costs import stage_costs
+from ppsweep.cost_model import stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.sweep.runner import run_sweep
-from ppsweep.store.results import VARIABLES, IncompleteStoreWarning, StoreError, open_for_sweep, open_results, write_unit
+from ppsweep.store.errors import IncompleteStoreWarning, StoreError
+from ppsweep.store.open import open_for_sweep, open_results
+from ppsweep.store.schema import VARIABLES
+from ppsweep.store.units import write_unit
 from ppsweep.sweep.evaluate import SweepSpec, evaluate_unit
 
 MODEL = {"layers": 16, "hidden": 1024, "heads": 16, "sequence": 1024, "vocab": 1000, "global_batch": 16}

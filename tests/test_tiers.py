@@ -215,7 +215,7 @@ def test_a_sweep_places_workers_by_gpus_per_node():
     """``system.gpus_per_node`` and ``system.intra_bandwidth``/``intra_latency`` reach the engine: the
     sweep's t_sim is the engine's with worker w on node w // gpus_per_node and the intra tier's costs."""
     from conftest import SMALL_MODEL, SMALL_SYSTEM
-    from ppsweep.costs import ModelConfig, SystemConfig, engine_costs, stage_costs
+    from ppsweep.cost_model import ModelConfig, SystemConfig, engine_costs, stage_costs
     from ppsweep.sweep.evaluate import SweepSpec, simulate_table
 
     system = {**SMALL_SYSTEM, "gpus_per_node": 2, "intra_bandwidth": 4e11, "intra_latency": 1e-7}

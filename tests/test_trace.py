@@ -10,7 +10,7 @@ import pytest
 from ppsweep import build_schedule
 
 from ppsweep.viz import trace
-from ppsweep.costs import ModelConfig, SystemConfig, stage_costs
+from ppsweep.cost_model import ModelConfig, SystemConfig, stage_costs
 from ppsweep.engine.core import simulate
 from ppsweep.tables.ops import Kind, dependencies
 from ppsweep.engine.reference import reference_simulate

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ppsweep import SCHEDULES, build_schedule, format_table
-from ppsweep.costs import ModelConfig, SystemConfig
+from ppsweep.cost_model import ModelConfig, SystemConfig
 from ppsweep.tables.ops import Kind, op_label
 from ppsweep.viz import trace
 from ppsweep.viz.plots import plot_step_gantt, plot_table_gantt

@@ -100,7 +100,8 @@ class ShardsCallback(Callback):
             return  # each job only checks (or prints its estimate); on_multirun_end reports
         _check_submitter(config)
         from ppsweep.sweep.shards import finalize
-        from ppsweep.store.results import StoreError, open_for_sweep
+        from ppsweep.store.errors import StoreError
+        from ppsweep.store.open import open_for_sweep
 
         try:
             _, pending = open_for_sweep(plan.path, plan.spec, plan.config_yaml, plan.overwrite)
@@ -126,7 +127,7 @@ class ShardsCallback(Callback):
         if self.plan is None:
             return
         from ppsweep.sweep.shards import finalize
-        from ppsweep.store.results import StoreError
+        from ppsweep.store.errors import StoreError
 
         try:
             complete, message = finalize(self.plan)

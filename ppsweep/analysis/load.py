@@ -1,6 +1,6 @@
 """Opening a results store for analysis, masked variables, and dask chunking.
 
-:func:`load` opens the store lazily with dask (:func:`ppsweep.store.results.open_results`), by default
+:func:`load` opens the store lazily with dask (:func:`ppsweep.store.open.open_results`), by default
 one dask chunk per zarr chunk, i.e. per ``(p, m)`` unit: nothing is read until a result is
 computed, and the analyses (:mod:`~ppsweep.analysis.ranks`, :mod:`~ppsweep.analysis.stability`,
 :mod:`~ppsweep.analysis.crossover`, :mod:`~ppsweep.analysis.sensitivity`) are written with
@@ -24,7 +24,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import xarray as xr
 
-from ppsweep.store.results import IncompleteStoreWarning, StoreError, open_results
+from ppsweep.store.errors import IncompleteStoreWarning, StoreError
+from ppsweep.store.open import open_results
 
 #: Chunks :func:`load` asks for by default: the store's own (one dask chunk per unit).
 DEFAULT_CHUNKS: dict = {}

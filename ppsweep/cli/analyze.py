@@ -43,17 +43,12 @@ import sys
 import warnings
 from pathlib import Path
 
-from ppsweep.cli.support import OneLineParser, UsageError, check_arguments, run_command
+from ppsweep.cli.support import UsageError, command_parser, check_arguments, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.analyze",
-        allow_abbrev=False,
-        description="Rankings, ranking stability, crossovers and figures of a ppsweep results store.",
-        epilog="example: python -m ppsweep.analyze results/bandwidth.zarr",
-    )
-    parser.add_argument("store", help="a results store written by python -m ppsweep (results/<name>.zarr)")
+    parser = command_parser("analyze", "Rankings, ranking stability, crossovers and figures of a ppsweep results store.",
+                            "results/bandwidth.zarr", store=True)
     parser.add_argument("--figures", metavar="DIR", help="directory of the PNG figures (default: <store>_figures beside the store)")
     parser.add_argument("--no-figures", action="store_true", help="print the report only")
     return parser
@@ -76,7 +71,8 @@ from ppsweep.analysis import (  # noqa: E402
     winner_label,
 )
 from ppsweep.analysis.fits import fits_report, plot_fits_map  # noqa: E402
-from ppsweep.store.results import IncompleteStoreWarning, describe  # noqa: E402
+from ppsweep.store.errors import IncompleteStoreWarning  # noqa: E402
+from ppsweep.store.open import describe  # noqa: E402
 
 
 def figures_dir(store: Path) -> Path:

@@ -77,7 +77,7 @@ def run_outcome(cfg: Any) -> dict:
         plan = plan_from_config(cfg, original_cwd())
     except ValueError as error:
         return fail(2, str(error))
-    from ppsweep.store.results import StoreError
+    from ppsweep.store.errors import StoreError
 
     where = display(plan.path)
     if plan.finalize:
@@ -101,7 +101,7 @@ def run_outcome(cfg: Any) -> dict:
                 "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
             )
 
-    from ppsweep.store.results import is_ppsweep_store
+    from ppsweep.store.layout import is_ppsweep_store
 
     if (plan.path.exists() or plan.path.is_symlink()) and not is_ppsweep_store(plan.path):
         return fail(
@@ -174,7 +174,8 @@ def run_outcome(cfg: Any) -> dict:
               "system (bandwidth in bytes/s, latency and optimizer_time in s, peak_flops in FLOP/s)", file=sys.stderr, flush=True)
     if not report.complete:
         from ppsweep.sweep.shards import describe_missing
-        from ppsweep.store.results import check_store, done_units
+        from ppsweep.store.open import check_store
+        from ppsweep.store.units import done_units
 
         line += f"; the store still has {describe_missing(done_units(check_store(plan.path, spec)), plan.shards)}"
     elif plan.shard is not None and report.units_run:

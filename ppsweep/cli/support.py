@@ -23,6 +23,27 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+#: Help of the positional ``store`` argument of the commands that read a results store.
+STORE_HELP = "a results store written by python -m ppsweep (results/<name>.zarr)"
+
+
+def command_parser(module: str, description: str, example: str | None = None, *, store: bool = False) -> OneLineParser:
+    """The parser of ``python -m ppsweep.<module>``: one-line errors, no abbreviated options.
+
+    Args:
+      module: the command's module name after ``ppsweep.`` (``analyze``, ``verify``, ...).
+      description: one sentence on what the command does.
+      example: the arguments of an example command line, shown after ``--help`` (None: none).
+      store: whether the first positional argument is a results store.
+    """
+    prog = f"python -m ppsweep.{module}"
+    epilog = None if example is None else f"example: {prog} {example}"
+    parser = OneLineParser(prog=prog, allow_abbrev=False, description=description, epilog=epilog)
+    if store:
+        parser.add_argument("store", help=STORE_HELP)
+    return parser
+
+
 def run_command(produce: Callable[[], str], errors: tuple[type[BaseException], ...] = ()) -> int:
     """Run a command's body and print its text; return the exit status.
 

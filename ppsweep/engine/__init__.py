@@ -8,7 +8,7 @@
 - :mod:`~ppsweep.engine.program`, :mod:`~ppsweep.engine.fast_program`: a table compiled into the
   static index arrays the scan runs; :mod:`~ppsweep.engine.compiled` caches all of it per table.
 - :mod:`~ppsweep.engine.comm`: the communication rules, written once.
-- :mod:`~ppsweep.engine.costs`: ``Costs``, the engine's inputs (a JAX pytree).
+- :mod:`~ppsweep.engine.cost_grid`: ``Costs``, the engine's inputs (a JAX pytree).
 - :mod:`~ppsweep.engine.tiers`: the two network tiers: each message's and synchronisation's tier
   (within a node or between nodes) from the placement of workers on nodes.
 - :mod:`~ppsweep.engine.noise`: jitter and stragglers from counter-based keys.

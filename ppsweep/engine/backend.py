@@ -1,7 +1,7 @@
 """The engine's backends: one protocol, one registry, one chooser (docs/contract.md §4, "Backends").
 
 A *backend* computes :class:`SimResult` for one table over a grid of points of its
-:class:`~ppsweep.engine.costs.Costs` in one comm mode. The built-in ones wrap the implementations
+:class:`~ppsweep.engine.cost_grid.Costs` in one comm mode. The built-in ones wrap the implementations
 (registered by :mod:`ppsweep.engine.core`, which every caller of ``simulate`` imports):
 
 - ``reference``: :func:`ppsweep.engine.reference.reference_simulate`, point by point (slow; the

@@ -1,6 +1,6 @@
 """The communication-aware engine: a jit-compiled max-plus scan over a table's waves (docs/contract.md §4).
 
-``simulate(table, costs, mode)`` runs every point of a broadcast grid of :class:`~ppsweep.engine.costs.Costs`
+``simulate(table, costs, mode)`` runs every point of a broadcast grid of :class:`~ppsweep.engine.cost_grid.Costs`
 at once (``simulate(table, t_f, t_b, alpha, beta, msg_bytes, mode, ...)`` builds the costs from
 keywords). The table is compiled once (:mod:`ppsweep.engine.compiled`); the scan then carries, for each
 point, each worker's free time, the arrival time of every message in flight (registers), each
@@ -50,7 +50,7 @@ from ppsweep.engine import reference as _reference
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
-from ppsweep.engine.costs import Costs
+from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, check_worker_node
@@ -112,8 +112,8 @@ def simulate(
 ) -> SimResult:
     """Simulate one table at every point of a broadcast grid of costs.
 
-    Two forms: ``simulate(table, costs, mode, ...)`` with a :class:`~ppsweep.engine.costs.Costs`
-    (what :func:`ppsweep.costs.engine_costs` produces), or ``simulate(table, t_f, t_b, alpha,
+    Two forms: ``simulate(table, costs, mode, ...)`` with a :class:`~ppsweep.engine.cost_grid.Costs`
+    (what :func:`ppsweep.cost_model.engine_costs` produces), or ``simulate(table, t_f, t_b, alpha,
     beta, msg_bytes, mode, ...)`` with the costs as arrays (this builds the ``Costs``).
 
     Per-stage costs (``t_f``, ``t_b``, ``t_i``, ``t_w``, ``grad_bytes``) broadcast against
@@ -133,7 +133,7 @@ def simulate(
       grad_bytes: gradient bytes of each stage, for synchronising replicated stages.
       t_opt: optimizer update seconds per worker (0: none).
       fb_overlap: share in [0, 1] of an overlapped pair's forward half hidden under its backward half:
-        a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.costs.pair_time`).
+        a pair lasts ``(1 - fb_overlap)·t_f + t_b`` (:func:`ppsweep.tables.ops.pair_time`).
       dtype, chunk, backend, finish, cap, noise, method, worker_node: as in :func:`simulate_costs`.
       alpha_intra, beta_intra: latency and bandwidth of the tier within a node (default ``alpha``,
         ``beta``; :mod:`ppsweep.engine.tiers`); ``alpha``, ``beta`` are the tier between nodes.

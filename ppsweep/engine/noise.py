@@ -23,7 +23,7 @@ Model (each factor has mean 1 where it is a jitter):
 - **overlapped pairs** F&B: a pair of ``F(j, s)`` and ``B(j', s')`` on worker ``w`` is noised as
   its two halves, each keyed as the same operation on its own: ``X_F`` from ``(w, j, F, s)``,
   ``X_B`` from ``(w, j', B, s')``; it lasts ``(1 - fb_overlap)·t_f·X_F + t_b·X_B`` (the pair rule
-  of :func:`ppsweep.costs.pair_time` on the jittered halves) times the straggler factor, and each
+  of :func:`ppsweep.tables.ops.pair_time` on the jittered halves) times the straggler factor, and each
   output is a message of its half, with that half's message factor.
 - Gradient synchronisations and optimizer updates are not perturbed.
 
@@ -432,7 +432,7 @@ def reference_inputs(table, factors: OpFactors, sample: int, durations: Mapping,
     Returns:
       ``(op_durations, message_times)``: ``Op -> seconds`` and ``Op -> (hold, total)`` seconds,
       keyed by each operation or, for a pair, by each of its halves (the reference combines a
-      pair's halves with :func:`ppsweep.costs.pair_time`; a half's message is its output's).
+      pair's halves with :func:`ppsweep.tables.ops.pair_time`; a half's message is its output's).
     """
     op_durations, message_times = {}, {}
     receiver = {} if intra is None or worker_node is None else message_receivers(table)

@@ -2,7 +2,7 @@
 
 Pipeline worker ``w`` (``0 … p-1``) lives on node ``worker_node[w]`` (default: every worker on its
 own node, ``worker_node[w] = w``). A message between two workers of one node takes the **intra**
-tier (``alpha_intra``, ``beta_intra`` of :class:`~ppsweep.engine.costs.Costs`: NVLink/NVSwitch),
+tier (``alpha_intra``, ``beta_intra`` of :class:`~ppsweep.engine.cost_grid.Costs`: NVLink/NVSwitch),
 any other the **inter** tier (``alpha``, ``beta``: the network between nodes). A directed link
 ``(src, dst)`` thus has one tier, and a message its link's. A replicated stage's gradient
 synchronisation (a ring all-reduce over its holders) takes the intra tier where every holder is on
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-#: Tier indices: the rows of the per-tier costs (:meth:`ppsweep.engine.costs.Costs.tier_alpha`).
+#: Tier indices: the rows of the per-tier costs (:meth:`ppsweep.engine.cost_grid.Costs.tier_alpha`).
 INTER, INTRA = 0, 1
 #: Tiers of the network.
 N_TIERS = 2

@@ -583,7 +583,7 @@ def finding5(ds, asym, spec) -> Finding:
       spec: the ``paper`` SweepSpec.
     """
     from ppsweep.tables.build import build_schedule
-    from ppsweep.costs import persistent_bytes_per_worker, stage_layers
+    from ppsweep.cost_model import persistent_bytes_per_worker, stage_layers
 
     d1, d2 = diagonal(ds).sel(schedule="chimera"), diagonal(asym).sel(schedule="chimera")
     diff = pct(d2.t_sim, d1.t_sim)

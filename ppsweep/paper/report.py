@@ -73,7 +73,7 @@ def cost_facts(spec) -> dict[str, str]:
     Args:
       spec: the ``paper`` SweepSpec.
     """
-    from ppsweep.costs import layer_time
+    from ppsweep.cost_model import layer_time
 
     model, system = spec.model, spec.system
     bytes_per_flop = system.memory_bandwidth / system.peak_flops

@@ -106,7 +106,7 @@ def simulate_variants(spec, name: str, p: int, m: int, mode: str, variants: Sequ
       ``{"t_sim": (V, 9), "idle_sim": (V, 9)}``; NaN where the schedule cannot run at (p, m).
     """
     from ppsweep.tables.build import UnsupportedPointError, build_schedule
-    from ppsweep.costs import stage_costs
+    from ppsweep.cost_model import stage_costs
     from ppsweep.engine.core import simulate
 
     shape = (len(variants), len(SYSTEMS))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.cli.support import UsageError, command_parser, run_command
 
 
 def _numbers(text: str) -> list[float]:
@@ -36,8 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     from ppsweep.search.region import OBJECTIVES
     from ppsweep.search.spaces import SPACES
 
-    parser = OneLineParser(prog="python -m ppsweep.search", allow_abbrev=False,
-                           description="Search a space of schedules for a point or a region (ppsweep.search).")
+    parser = command_parser("search", "Search a space of schedules for a point or a region (ppsweep.search).")
     parser.add_argument("--space", default="a", choices=sorted(SPACES), help="schedule space (default a)")
     parser.add_argument("--p", type=int, required=True, help="workers (>= 2)")
     parser.add_argument("--m", type=int, required=True, help="microbatches (>= 1)")

@@ -131,8 +131,8 @@ class Region:
             return str(error)
 
     def table_costs(self, table: ScheduleTable):
-        """The engine's :class:`~ppsweep.engine.costs.Costs` of ``table`` over the grid, or a one-line reason why not."""
-        from ppsweep.engine.costs import Costs
+        """The engine's :class:`~ppsweep.engine.cost_grid.Costs` of ``table`` over the grid, or a one-line reason why not."""
+        from ppsweep.engine.cost_grid import Costs
 
         stage = {}
         for name in ("t_f", "t_i", "t_w"):
@@ -175,9 +175,7 @@ class Figures:
 def peak_activations(table: ScheduleTable, region: Region | None = None) -> float:
     """The busiest worker's peak stored activations: in ``M_B`` (module :class:`Figures`), or bytes with
     ``activation_bytes``; a split backward keeps ``region.w_share`` of its activation from its I to its W."""
-    from ppsweep.costs import (
-        _pending_profile,  # the I-to-W profile, shared with the model's memory figures
-    )
+    from ppsweep.cost_model.memory import pending_profile  # the I-to-W profile, shared with the model's memory figures
 
     weights = np.asarray(table.stage_fractions, dtype=float) * table.p
     if region is not None and region.activation_bytes is not None:
@@ -187,7 +185,7 @@ def peak_activations(table: ScheduleTable, region: Region | None = None) -> floa
     profile = table.activation_profile(weights)
     share = 1.0 if region is None else region.w_share
     if table.split_backward and share < 1:
-        profile = profile - _pending_profile(table, (1 - share) * np.asarray(weights, dtype=float))
+        profile = profile - pending_profile(table, (1 - share) * np.asarray(weights, dtype=float))
     return float(profile.max(initial=0.0))
 
 

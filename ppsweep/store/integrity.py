@@ -1,6 +1,6 @@
 """Integrity of everything a reader sees besides the units' values: coordinates, metadata, attributes.
 
-A unit's values are covered by its checksum (:func:`ppsweep.store.results.unit_checksum`, keyed by
+A unit's values are covered by its checksum (:func:`ppsweep.store.units.unit_checksum`, keyed by
 the unit's place and the store's fingerprint). Everything else a reader of the store sees is
 recorded when the layout is created, in the root attribute ``integrity`` (:func:`record_layout`):
 
@@ -199,7 +199,7 @@ def restore_layout(path: str | Path, fresh: str | Path) -> None:
 
     Args:
       path: the damaged store.
-      fresh: an empty layout of the same sweep (:func:`ppsweep.store.results.fresh_layout`).
+      fresh: an empty layout of the same sweep (:func:`ppsweep.store.layout.fresh_layout`).
     """
     path, fresh = Path(path), Path(fresh)
     record = _read_json(fresh / "zarr.json")["attributes"][RECORD]
@@ -219,3 +219,9 @@ def restore_layout(path: str | Path, fresh: str | Path) -> None:
     attributes = _read_json(fresh / "zarr.json")["attributes"]
     group = zarr.open_group(str(path), mode="r+", use_consolidated=False)
     group.attrs.update({**{key: attributes[key] for key in COVERED if key in attributes}, RECORD: record})
+
+
+def damage_line(problems: list[str], most: int = 2) -> str:
+    """``"coordinate bandwidth: values changed (...); metadata of t_sim: ... and 3 more"``."""
+    text = "; ".join(problems[:most])
+    return text + (f" and {len(problems) - most} more" if len(problems) > most else "")

@@ -1,6 +1,6 @@
 """The results dataset's variables (docs/contract.md §5): names, dimension kinds, units, long names.
 
-Kept apart from :mod:`ppsweep.store.results` (which re-exports every name here) so that the evaluators
+Kept apart from :mod:`ppsweep.store.layout` (which creates the arrays) so that the evaluators
 (:mod:`ppsweep.sweep.evaluate`, also in spawned worker processes) import neither zarr nor xarray.
 """
 

@@ -2,7 +2,7 @@
 
 The layout (coordinates, every array's metadata, the store's attributes) is compared with the
 integrity record written with it (:mod:`ppsweep.store.integrity`), and every finished unit with
-its checksum (:func:`ppsweep.store.results.unit_checksum`, keyed by the unit's place and the
+its checksum (:func:`ppsweep.store.units.unit_checksum`, keyed by the unit's place and the
 store's fingerprint; a unit whose ``done`` chunk is unreadable counts as damaged too):
 
 - all match: one line, exit 0;
@@ -25,17 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppsweep.cli.support import OneLineParser, UsageError, check_arguments, display
+from ppsweep.cli.support import UsageError, command_parser, check_arguments, display
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.verify",
-        allow_abbrev=False,
-        description="Check every finished unit of a ppsweep store against its checksum; --repair recomputes damaged ones.",
-        epilog="example: python -m ppsweep.verify results/bandwidth.zarr --repair",
-    )
-    parser.add_argument("store", help="a results store written by python -m ppsweep (results/<name>.zarr)")
+    parser = command_parser("verify", "Check every finished unit of a ppsweep store against its checksum; --repair recomputes damaged ones.",
+                            "results/bandwidth.zarr --repair", store=True)
     parser.add_argument("--repair", action="store_true", help="recompute damaged units from the store's recorded config")
     return parser
 
@@ -58,7 +53,10 @@ def verify(path: str | Path, repair: bool = False) -> tuple[int, str]:
         repaired by this code (another code version, changed input files, edited config).
     """
     from ppsweep.store.integrity import layout_problems
-    from ppsweep.store.results import damage_line, damaged_units, describe_units, done_units, open_store, restore_layout, unreadable_done_units
+    from ppsweep.store.integrity import damage_line
+    from ppsweep.store.layout import restore_layout
+    from ppsweep.store.open import open_store
+    from ppsweep.store.units import damaged_units, describe_units, done_units, unreadable_done_units
 
     def damage(group) -> list[tuple[int, int]]:  # checksum mismatches and unreadable done flags
         return sorted(set(damaged_units(group)) | set(unreadable_done_units(group)))
@@ -120,7 +118,8 @@ def recorded_spec(path: Path) -> tuple[Any, str]:
     from ppsweep.disk_cache import code_digest, file_digest
     from ppsweep.schedules.user import pin_schedule_files
     from ppsweep.store.integrity import trusted_attributes
-    from ppsweep.store.results import StoreError, fingerprint, identity, identity_difference
+    from ppsweep.store.errors import StoreError
+    from ppsweep.store.identity import fingerprint, identity, identity_difference
     from ppsweep.sweep.config import spec_from_config
 
     trusted = trusted_attributes(path)
@@ -180,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if status is not None:
         return status
     args = _parser().parse_args(argv)
-    from ppsweep.store.results import StoreError
+    from ppsweep.store.errors import StoreError
 
     try:
         status, line = verify(args.store, args.repair)

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppsweep.tables.build import check_positive_int, resolve_options
 from ppsweep.engine.comm import check_mode
-from ppsweep.costs import IDENTITY_WHEN_SET, RECOMPUTE_MODES, ModelConfig, SystemConfig
+from ppsweep.cost_model import IDENTITY_WHEN_SET, RECOMPUTE_MODES, ModelConfig, SystemConfig
 from ppsweep.cost_profile import CostProfile, load_cost_profile
 from ppsweep.layout import LayoutOptions
 from ppsweep.engine.noise import NoiseConfig

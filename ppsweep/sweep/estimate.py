@@ -27,7 +27,7 @@ from ppsweep.schedules import SCHEDULES
 from ppsweep.schedules.variants import split_label
 from ppsweep.tables.build import UnsupportedPointError, build_schedule
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.store.results import VARIABLES
+from ppsweep.store.schema import VARIABLES
 
 #: Bytes of memory per operation while a table is built and compiled (Python objects, program).
 BYTES_PER_OPERATION = 1024

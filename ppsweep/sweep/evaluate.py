@@ -16,7 +16,7 @@ import numpy as np
 
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
 from ppsweep.sweep.config import SweepSpec
-from ppsweep.costs import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
+from ppsweep.cost_model import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
 from ppsweep.engine.compiled import program_for

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from ppsweep.costs import ActivationSplit, memory_figures
+from ppsweep.cost_model import ActivationSplit, memory_figures
 from ppsweep.engine.compiled import program_for
 from ppsweep.engine.methods import method_backend
 from ppsweep.layout import Layout, invalid_code, layout_costs, model_flops_per_step, replica_model, simulate_layout

@@ -28,7 +28,10 @@ import numpy as np
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.parallel import Evaluators, configure_jax, evaluate_units, evaluator_count, evaluators_for, largest_first  # noqa: F401 - configure_jax: public here too
 from ppsweep.sweep.progress import Progress
-from ppsweep.store.results import done_units, finish_store, open_for_sweep, pending_units, registered_writer, unit_lock, UnitWriter
+from ppsweep.store.layout import finish_store
+from ppsweep.store.locks import registered_writer, unit_lock
+from ppsweep.store.open import open_for_sweep, pending_units
+from ppsweep.store.units import UnitWriter, done_units
 from ppsweep.sweep.timing import describe, phase, take
 
 @dataclass(frozen=True)

@@ -54,7 +54,10 @@ def finalize(plan: Plan) -> tuple[bool, str]:
     Raises:
       StoreError: no store there, or another sweep's.
     """
-    from ppsweep.store.results import StoreError, check_store, done_units, finish_store
+    from ppsweep.store.errors import StoreError
+    from ppsweep.store.layout import finish_store
+    from ppsweep.store.open import check_store
+    from ppsweep.store.units import done_units
 
     if not plan.path.exists():
         raise StoreError(f"{display(plan.path)}: no such store; run the sweep first (same command without finalize=true)")

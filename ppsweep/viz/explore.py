@@ -564,7 +564,7 @@ def _legend_html(data: dict[str, Any]) -> str:
 
 
 def _describe(dataset: xr.Dataset) -> str:
-    from ppsweep.store.results import describe
+    from ppsweep.store.open import describe
 
     grid = ", ".join(f"{d} {dataset.sizes[d]}" for d in dataset["t_sim"].dims)
     return f"{describe(dict(dataset.attrs))}; grid: {grid}"

@@ -12,18 +12,13 @@ import sys
 import warnings
 from pathlib import Path
 
-from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.cli.support import UsageError, command_parser, run_command
 from ppsweep.viz.explore import MAX_VALUES, _check_size, one_layout, page_html, select_part, serve
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.explore",
-        allow_abbrev=False,
-        description="An interactive page of a ppsweep results store: winner map, step time, memory, P(win) and regret.",
-        epilog="example: python -m ppsweep.explore results/bandwidth.zarr --html bandwidth.html",
-    )
-    parser.add_argument("store", help="a results store written by python -m ppsweep (results/<name>.zarr)")
+    parser = command_parser("explore", "An interactive page of a ppsweep results store: winner map, step time, memory, P(win) and regret.",
+                            "results/bandwidth.zarr --html bandwidth.html", store=True)
     parser.add_argument("--html", metavar="FILE", help="write a self-contained page to FILE instead of serving it")
     parser.add_argument("--port", type=int, default=5006, help="port to serve on (default 5006; 0: any free port)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser when serving")
@@ -36,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> str:
     """Everything but printing errors: writes or serves the page; returns the text to print."""
     from ppsweep.analysis import load
-    from ppsweep.store.results import IncompleteStoreWarning
+    from ppsweep.store.errors import IncompleteStoreWarning
 
     args = _parser().parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:

@@ -33,7 +33,9 @@ import numpy as np
 import xarray as xr
 
 from ppsweep.cli.support import UsageError
-from ppsweep.store.results import StoreError, damaged_units, describe_units, done_units, open_store
+from ppsweep.store.errors import StoreError
+from ppsweep.store.open import open_store
+from ppsweep.store.units import damaged_units, describe_units, done_units
 from ppsweep.viz.explore import MAP_DIMS, _legend_html, build_page, coordinates, page_data
 
 #: At most this many values of bandwidth, and of latency, on the served page's winner map.
@@ -71,7 +73,7 @@ def selection_part(dataset: xr.Dataset, selection: Mapping[str, int], x: str, ce
 
 class UnitCheck:
     """Checks each finished ``(p, m)`` unit of a store against its checksum the first time a part reads it
-    (what :func:`ppsweep.store.results.open_results` does for every unit at once)."""
+    (what :func:`ppsweep.store.open.open_results` does for every unit at once)."""
 
     def __init__(self, store: str | os.PathLike) -> None:
         self.store = Path(store)
@@ -102,7 +104,7 @@ def served_document(document: Any, dataset: xr.Dataset, title: str, check: Calla
       dataset: the results dataset, opened lazily.
       title: the page's title.
       check: called with each part before it is read (:class:`UnitCheck`); a
-        :class:`~ppsweep.store.results.StoreError` it raises is shown on the page instead of the part.
+        :class:`~ppsweep.store.errors.StoreError` it raises is shown on the page instead of the part.
     """
     dims = list(dataset["t_sim"].dims[1:])
     labels = coordinates(dataset, dims)["labels"]

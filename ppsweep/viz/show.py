@@ -23,7 +23,7 @@ import math
 import sys
 from typing import Any
 
-from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.cli.support import UsageError, command_parser, run_command
 from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule, peak_activations_formula
 from ppsweep.tables.interchange import read_csv, write_csv
 from ppsweep.schedules import SCHEDULES
@@ -31,12 +31,8 @@ from ppsweep.tables.table import ScheduleTable, format_table
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.show",
-        allow_abbrev=False,
-        description="Build a pipeline schedule table and print it (see ppsweep.viz.show's docstring).",
-        epilog="example: python -m ppsweep.show 1f1b p=4 m=8 --csv /tmp/1f1b.csv",
-    )
+    parser = command_parser("show", "Build a pipeline schedule table and print it (see ppsweep.viz.show's docstring).",
+                            "1f1b p=4 m=8 --csv /tmp/1f1b.csv")
     parser.add_argument("schedule", nargs="?", help="registered schedule name (see --list)")
     parser.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="p=P m=M and schedule options")
     parser.add_argument("--list", action="store_true", help="list the registered schedules and exit")

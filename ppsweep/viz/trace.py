@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ppsweep.cli.support import OneLineParser, UsageError, run_command
+from ppsweep.cli.support import UsageError, command_parser, run_command
 from ppsweep.viz.display import assign_lanes, format_time, message_lanes  # noqa: F401 - the lanes are part of this module's API
 from ppsweep.tables.ops import KIND_LETTER, op_label
 from ppsweep.engine.reference import ReferenceResult, StepRecord, reference_simulate
@@ -64,7 +64,7 @@ def simulate_step(
 
     Args:
       table: the schedule table.
-      model, system: :class:`ppsweep.costs.ModelConfig` and :class:`~ppsweep.costs.SystemConfig`.
+      model, system: :class:`ppsweep.cost_model.ModelConfig` and :class:`~ppsweep.cost_model.SystemConfig`.
       bandwidth, latency: bytes/s and s; default the system's (the profile's with a profile).
       mode: communication mode.
       peak_flops: peak FLOP/s (a sweep's ``compute`` value); default the system's.
@@ -74,7 +74,7 @@ def simulate_step(
     Returns:
       The reference result; its ``record`` holds every event.
     """
-    from ppsweep.costs import stage_costs
+    from ppsweep.cost_model import stage_costs
 
     if profile is not None:
         import numpy as np
@@ -195,12 +195,8 @@ def write_chrome_trace(record: StepRecord, path: str | os.PathLike, metadata: Ma
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m ppsweep.trace",
-        allow_abbrev=False,
-        description="Simulate one step of a schedule and draw it (see ppsweep.viz.trace's docstring).",
-        epilog="example: python -m ppsweep.trace 1f1b p=4 m=8 bandwidth=1e10 --gantt 1f1b.png --trace 1f1b.json",
-    )
+    parser = command_parser("trace", "Simulate one step of a schedule and draw it (see ppsweep.viz.trace's docstring).",
+                            "1f1b p=4 m=8 bandwidth=1e10 --gantt 1f1b.png --trace 1f1b.json")
     parser.add_argument("schedule", help="registered schedule name")
     parser.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="p=P m=M, point and schedule options")
     parser.add_argument("--gantt", metavar="PNG", help="write a Gantt chart of the simulated step")
@@ -253,7 +249,7 @@ def _float(key: str, text: Any, least: str) -> float:
 
 def _run(args: argparse.Namespace) -> str:
     from ppsweep.tables.build import build_schedule
-    from ppsweep.costs import ModelConfig, SystemConfig
+    from ppsweep.cost_model import ModelConfig, SystemConfig
     from ppsweep.viz.show import parse_assignments
 
     if not (args.gantt or args.table_gantt or args.trace):

@@ -42,7 +42,7 @@ from ppsweep.cost_profile import engine_costs_from_profile, profile_from_mapping
 from ppsweep.engine.backend import backend_names, get_backend
 from ppsweep.engine.comm import MODES
 from ppsweep.engine.core import simulate
-from ppsweep.engine.costs import Costs
+from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.fast_program import PROGRAM
 from ppsweep.engine.noise import NoiseConfig
 from ppsweep.implementations import REFERENCE

@@ -1,6 +1,6 @@
 """The engine's costs: what one table costs at every point of a broadcast grid (a JAX pytree).
 
-:class:`Costs` is what the cost model produces (:func:`ppsweep.costs.engine_costs`) and what the
+:class:`Costs` is what the cost model produces (:func:`ppsweep.cost_model.engine_costs`) and what the
 engine consumes (``simulate(table, costs, mode)``). Per-stage costs broadcast against
 ``batch + (S,)`` (a trailing axis of length ``S`` or 1), per-point costs against ``batch``.
 """
