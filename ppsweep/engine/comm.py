@@ -20,7 +20,8 @@ The rules, for every mode:
   directed link (``contention``), its sender's egress and its receiver's ingress port (``ports``).
   It starts at the latest of its data being ready and each of its resources being free (in that
   order: the data first), holds them for its wire time, and arrives its message time after it
-  started (:func:`send`);
+  started (:func:`send`); where several workers send through one resource (a receiver's ingress
+  port) they take it in the order the table sends them (:attr:`Mode.sends_in_table_order`, :func:`route`);
 - in ``blocking`` the **sender** is busy until its message arrives (:attr:`Mode.blocks_sender`);
 - a **synchronisation** starts when each holder is ready and every resource of its ring hops
   (holder ``k`` to holder ``k+1``) is free, and holds them all until it ends (:func:`synchronise`);
