@@ -370,3 +370,21 @@ def test_bad_inputs_name_the_field(field, kwargs):
 def test_mode_error_lists_accepted_values():
     with pytest.raises(ValueError, match="overlap, blocking, contention"):
         reference_simulate(build_schedule("gpipe", 2, 2), 1.0, 2.0, 0.1, 1.0, 1.0, "Overlap")
+
+
+def test_the_reference_names_no_mode_in_its_rules():
+    """Its message, synchronisation and end-of-step rules come from ppsweep.engine.comm (the mode's
+    record, send, synchronise, step_end), as the scan's do: no comparison with a mode's name."""
+    import ast
+    import inspect
+
+    from ppsweep.engine import reference
+    from ppsweep.engine.comm import MODES
+
+    tree = ast.parse(inspect.getsource(reference))
+    named = [
+        ast.unparse(node) for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(isinstance(side, ast.Constant) and side.value in MODES for side in (node.left, *node.comparators))
+    ]
+    assert named == []

@@ -82,10 +82,7 @@ def fastest_that_fits(
       ``fit_changes_winner`` (the choice is not the uncapped winner) and ``rank_fit`` (with the
       ``option`` dimension).
     """
-    over = tuple(over) if over is not None else tuple(d for d in ("schedule", "recompute") if d in dataset["t_sim"].dims)
-    for dim in over:
-        if dim not in dataset["t_sim"].dims:
-            raise AnalysisError(f"over: {dim!r} is not a dimension of t_sim ({', '.join(dataset['t_sim'].dims)})")
+    over = _option_dims(dataset, over)
     fit = fits_mask(dataset, capacity)
     usable = dataset["valid"].astype(bool) & dataset["done"].astype(bool)
     t = dataset["t_sim"].where(usable)
@@ -96,29 +93,57 @@ def fastest_that_fits(
     values = np.asarray(stacked.values, dtype=float)
     free_values = np.asarray(free.values, dtype=float)
     ranks = rank_lower_better(values, axis=0)
-    free_ranks = rank_lower_better(free_values, axis=0)
-    choice = np.where(np.any(ranks == 1, axis=0), np.argmax(ranks == 1, axis=0), -1)
-    # The runner-up: the fastest fitting option after the choice (ties with it included).
-    second_values = values.copy()
-    np.put_along_axis(second_values, np.maximum(choice, 0)[None], np.nan, axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        t_second = np.nanmin(second_values, axis=0)
-    second = np.where(np.isfinite(t_second), np.argmin(np.where(np.isnan(second_values), np.inf, second_values), axis=0), -1)
-    free_choice = np.where(np.any(free_ranks == 1, axis=0), np.argmax(free_ranks == 1, axis=0), -1)
+    choice = _first_best(ranks)
+    second, t_second = _runner_up(values, choice)
+    # The uncapped arrays lack the capacity dimension: broadcast them to the capped layout.
+    free_dims = free.dims[1:]
+    free_coords = {d: free[d] for d in free_dims}
+    free_choice = xr.DataArray(_first_best(rank_lower_better(free_values, axis=0)), dims=free_dims, coords=free_coords)
+    t_free = xr.DataArray(_nanmin(free_values), dims=free_dims, coords=free_coords)
+    labels = np.array([" · ".join(str(v) for v in (key if isinstance(key, tuple) else (key,))) for key in stacked["option"].values], dtype=object)
+    return _fit_dataset(values, ranks, choice, second, t_second, t_free, free_choice, labels, rest, {d: stacked[d] for d in rest})
+
+
+def _option_dims(dataset: xr.Dataset, over: Sequence[str] | None) -> tuple[str, ...]:
+    """The dimensions an option spans (default ``schedule`` and, where present, ``recompute``),
+    each checked to be one of ``t_sim``'s."""
+    over = tuple(over) if over is not None else tuple(d for d in ("schedule", "recompute") if d in dataset["t_sim"].dims)
+    for dim in over:
+        if dim not in dataset["t_sim"].dims:
+            raise AnalysisError(f"over: {dim!r} is not a dimension of t_sim ({', '.join(dataset['t_sim'].dims)})")
+    return over
+
+
+def _first_best(ranks: np.ndarray) -> np.ndarray:
+    """Per point, the first option of rank 1 (store order), -1 where none has a rank."""
+    return np.where(np.any(ranks == 1, axis=0), np.argmax(ranks == 1, axis=0), -1)
+
+
+def _nanmin(values: np.ndarray) -> np.ndarray:
+    """The smallest value over the options, NaN where none is a number (nothing fits)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: nothing fits
-        t_fit = np.nanmin(values, axis=0)
-        t_free = np.nanmin(free_values, axis=0)
-    # The uncapped arrays lack the capacity dimension: broadcast them to the capped layout.
-    free_da = xr.DataArray(t_free, dims=free.dims[1:], coords={d: free[d] for d in free.dims[1:]})
-    free_choice_da = xr.DataArray(free_choice, dims=free.dims[1:], coords={d: free[d] for d in free.dims[1:]})
-    coords = {d: stacked[d] for d in rest}
-    labels = np.array([" · ".join(str(v) for v in (key if isinstance(key, tuple) else (key,))) for key in stacked["option"].values], dtype=object)
+        return np.nanmin(values, axis=0)
+
+
+def _runner_up(values: np.ndarray, choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fastest fitting option after ``choice`` (ties with it included) and its step time;
+    -1 and NaN where there is none."""
+    second_values = values.copy()
+    np.put_along_axis(second_values, np.maximum(choice, 0)[None], np.nan, axis=0)
+    t_second = _nanmin(second_values)
+    second = np.where(np.isfinite(t_second), np.argmin(np.where(np.isnan(second_values), np.inf, second_values), axis=0), -1)
+    return second, t_second
+
+
+def _fit_dataset(values: np.ndarray, ranks: np.ndarray, choice: np.ndarray, second: np.ndarray, t_second: np.ndarray,
+                 t_free: xr.DataArray, free_choice: xr.DataArray, labels: np.ndarray, rest: list, coords: dict) -> xr.Dataset:
+    """:func:`fastest_that_fits`'s dataset from its arrays over the options and ``rest`` (the
+    uncapped ``t_free`` and ``free_choice`` broadcast to the capped layout)."""
     choice_da = xr.DataArray(choice, dims=rest, coords=coords)
-    t_fit_da = xr.DataArray(t_fit, dims=rest, coords=coords)
-    t_free_b = free_da.broadcast_like(t_fit_da).transpose(*rest)
-    free_choice_b = free_choice_da.broadcast_like(choice_da).transpose(*rest)
+    t_fit_da = xr.DataArray(_nanmin(values), dims=rest, coords=coords)
+    t_free_b = t_free.broadcast_like(t_fit_da).transpose(*rest)
+    free_choice_b = free_choice.broadcast_like(choice_da).transpose(*rest)
     label_da = xr.DataArray(np.where(choice >= 0, labels[np.maximum(choice, 0)], ""), dims=rest, coords=coords)
     second_da = xr.DataArray(second, dims=rest, coords=coords)
     t_second_da = xr.DataArray(t_second, dims=rest, coords=coords)

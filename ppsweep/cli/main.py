@@ -62,73 +62,127 @@ def run_outcome(cfg: Any) -> dict:
     config or a store that is not this sweep's, 1 for a failed write (a full disk: what was
     written stays valid and resumes), 130 when interrupted.
     """
-    from ppsweep.cli.support import display
     from ppsweep.sweep.config import plan_from_config
-
-    def fail(status: int, message: str) -> dict:
-        print(f"error: {message}", file=sys.stderr, flush=True)
-        return {"status": status, "message": f"error: {message}"}
-
-    def say(message: str) -> dict:
-        print(message, file=sys.stderr, flush=True)
-        return {"status": 0, "message": message}
 
     try:
         plan = plan_from_config(cfg, original_cwd())
     except ValueError as error:
-        return fail(2, str(error))
+        return _fail(2, str(error))
+    try:
+        if plan.finalize:
+            return _finalize(plan)
+        overwrite = _overwrite(plan)
+        _check_target(plan, overwrite)
+        figures = _estimate(plan)
+        if plan.dry_run:
+            return _say(f"{figures.line()}; dry run: nothing computed, {_where(plan)} untouched")
+        _check_limits(plan, figures)
+        report = _run_sweep(plan, overwrite, figures)
+    except _Failed as failure:
+        return failure.outcome
+    return _say(_outcome_line(plan, report))
+
+
+class _Failed(Exception):
+    """A step of :func:`run_outcome` failed. Made where it fails, it prints ``error: message`` at
+    once (before any clean-up the step still runs); ``outcome`` is the run's result."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.outcome = _fail(status, message)
+
+
+def _fail(status: int, message: str) -> dict:
+    """Print ``error: message`` on stderr; the outcome with ``status``."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return {"status": status, "message": f"error: {message}"}
+
+
+def _say(message: str) -> dict:
+    """Print ``message`` on stderr; the outcome with status 0."""
+    print(message, file=sys.stderr, flush=True)
+    return {"status": 0, "message": message}
+
+
+def _where(plan: Any) -> str:
+    """The plan's store as the messages name it."""
+    from ppsweep.cli.support import display
+
+    return display(plan.path)
+
+
+def _finalize(plan: Any) -> dict:
+    """``finalize=true``: check the store and mark it complete (:func:`ppsweep.sweep.shards.finalize`)."""
     from ppsweep.store.errors import StoreError
+    from ppsweep.sweep.shards import finalize
 
-    where = display(plan.path)
-    if plan.finalize:
-        from ppsweep.sweep.shards import finalize
+    try:
+        complete, message = finalize(plan)
+    except StoreError as error:
+        raise _Failed(2, str(error)) from None
+    except OSError as error:
+        raise _Failed(1, f"finalizing {_where(plan)} failed: {error.strerror or error}") from None
+    return _say(message) if complete else _fail(1, message)
 
-        try:
-            complete, message = finalize(plan)
-        except StoreError as error:
-            return fail(2, str(error))
-        except OSError as error:
-            return fail(1, f"finalizing {where} failed: {error.strerror or error}")
-        return say(message) if complete else fail(1, message)
-    overwrite = plan.overwrite
-    if overwrite and plan.shard is not None and plan.shards > 1:
-        if in_multirun_job():
-            overwrite = False  # the launching process replaced the store once, before any shard started
-        else:
-            return fail(
-                2,
-                f"overwrite=true with shard={plan.shard}: replacing {where} would erase the other shards' work; "
-                "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
-            )
 
+def _overwrite(plan: Any) -> bool:
+    """Whether this run replaces the store: ``overwrite=true``, except in one shard of a
+    ``--multirun`` (the launching process replaced it once); refused for one shard run alone."""
+    if not (plan.overwrite and plan.shard is not None and plan.shards > 1):
+        return plan.overwrite
+    if in_multirun_job():
+        return False  # the launching process replaced the store once, before any shard started
+    raise _Failed(
+        2,
+        f"overwrite=true with shard={plan.shard}: replacing {_where(plan)} would erase the other shards' work; "
+        "delete it first, or launch every shard at once with --multirun (the store is replaced once, before they start)",
+    )
+
+
+def _check_target(plan: Any, overwrite: bool) -> None:
+    """Refuse a store path that holds something other than a ppsweep store."""
     from ppsweep.store.layout import is_ppsweep_store
 
     if (plan.path.exists() or plan.path.is_symlink()) and not is_ppsweep_store(plan.path):
-        return fail(
+        raise _Failed(
             2,
-            f"{where}: exists and is not a ppsweep store (no ppsweep metadata); "
+            f"{_where(plan)}: exists and is not a ppsweep store (no ppsweep metadata); "
             + ("overwrite=true replaces only a ppsweep store: " if overwrite else "")
             + "choose another name=... or results_dir=...",
         )
-    from ppsweep.sweep.estimate import check_limits, estimate
 
-    spec = plan.spec
-    units = plan.units
+
+def _estimate(plan: Any) -> Any:
+    """The run's estimated figures (:func:`ppsweep.sweep.estimate.estimate`)."""
+    from ppsweep.sweep.estimate import estimate
+
     try:
-        figures = estimate(spec, units)
+        return estimate(plan.spec, plan.units)
     except ValueError as error:  # a user schedule that fails on its tiny table
-        return fail(2, str(error))
-    if plan.dry_run:
-        return say(f"{figures.line()}; dry run: nothing computed, {where} untouched")
+        raise _Failed(2, str(error)) from None
+
+
+def _check_limits(plan: Any, figures: Any) -> None:
+    """Refuse a run past the plan's limits (:func:`ppsweep.sweep.estimate.check_limits`)."""
+    from ppsweep.sweep.estimate import check_limits
+
     try:
         check_limits(figures, plan.limits, plan.path)
     except ValueError as error:
-        return fail(2, str(error))
+        raise _Failed(2, str(error)) from None
+
+
+def _run_sweep(plan: Any, overwrite: bool, figures: Any) -> Any:
+    """Run the sweep (or this shard of it); its :class:`~ppsweep.sweep.runner.SweepReport`.
+
+    A run that computes every unit it asks for (a new store) starts its worker processes first:
+    their imports then overlap this process's and the store's creation.
+    """
+    from ppsweep.store.errors import StoreError
     from ppsweep.sweep.cluster import ClusterError
     from ppsweep.sweep.parallel import start_evaluators
 
-    # A run that computes every unit it asks for (a new store) starts its worker processes now:
-    # their imports then overlap this process's and the store's creation.
+    spec, units, where = plan.spec, plan.units, _where(plan)
     fresh = (overwrite or not plan.path.exists()) and plan.cluster is None
     evaluators = start_evaluators(spec, list(units), plan.workers, plan.compilation_cache) if fresh else None
     try:
@@ -138,28 +192,34 @@ def run_outcome(cfg: Any) -> dict:
         part = "" if plan.shard is None else f"shard {plan.shard} of {plan.shards} ({len(units)} units) of "
         print(f"sweep {spec.name}: {part}{spec.n_points:,} points in {len(spec.units())} units -> {where}", file=sys.stderr, flush=True)
         print(figures.line(), file=sys.stderr, flush=True)
-        report = run_sweep(
+        return run_sweep(
             spec, plan.path, plan.config_yaml, overwrite=overwrite, progress=plan.progress, units=list(units),
             say=lambda line: print(line, file=sys.stderr, flush=True),
             workers=plan.workers, compilation_cache=plan.compilation_cache, evaluators=evaluators, cluster=plan.cluster,
         )
     except StoreError as error:
-        return fail(2, str(error))
+        raise _Failed(2, str(error)) from None
     except ClusterError as error:
-        return fail(1, f"{error}; the units written before stay valid (re-run the same command to resume)")
+        raise _Failed(1, f"{error}; the units written before stay valid (re-run the same command to resume)") from None
     except ValueError as error:  # a user schedule failing at one of the sweep's points: written units stay valid
-        return fail(2, f"{' '.join(str(error).split())}; the units written to {where} stay valid")
+        raise _Failed(2, f"{' '.join(str(error).split())}; the units written to {where} stay valid") from None
     except OSError as error:
-        return fail(
+        raise _Failed(
             1,
             f"writing {where} failed: {error.strerror or error}; the units written before stay valid "
             "(re-run the same command to resume)",
-        )
+        ) from None
     except KeyboardInterrupt:
-        return fail(130, f"interrupted; the units written to {where} stay valid (re-run the same command to resume)")
+        raise _Failed(130, f"interrupted; the units written to {where} stay valid (re-run the same command to resume)") from None
     finally:
         if evaluators is not None:
             evaluators.shutdown()
+
+
+def _outcome_line(plan: Any, report: Any) -> str:
+    """The run's last line: what it wrote, or that nothing was left to do, and what the store
+    still misses; first a warning where step times pass a day."""
+    where = _where(plan)
     if report.units_run == 0 and report.complete:
         line = f"{where} is already complete; nothing to do (overwrite=true recomputes it)"
     elif report.units_run == 0:
@@ -177,10 +237,10 @@ def run_outcome(cfg: Any) -> dict:
         from ppsweep.store.open import check_store
         from ppsweep.store.units import done_units
 
-        line += f"; the store still has {describe_missing(done_units(check_store(plan.path, spec)), plan.shards)}"
+        line += f"; the store still has {describe_missing(done_units(check_store(plan.path, plan.spec)), plan.shards)}"
     elif plan.shard is not None and report.units_run:
         line += "; the store is complete"
-    return say(line)
+    return line
 
 
 #: Step times past this (one day, s) get a warning naming the likely unit slip.

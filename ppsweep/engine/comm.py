@@ -1,9 +1,10 @@
 """The communication rules of the engine, written once (docs/contract.md §4, README "Timing rules").
 
-Both evaluation methods of the engine -- the max-plus scan (:mod:`ppsweep.engine.core`) and the
-envelope builder (:mod:`ppsweep.engine.envelope`) -- call the functions here. They differ only in what a
+The evaluation methods of the engine -- the max-plus scan (:mod:`ppsweep.engine.core`), the
+envelope builder (:mod:`ppsweep.engine.envelope`) and the reference simulator
+(:mod:`ppsweep.engine.reference`) -- call the functions here. They differ only in what a
 "time" is: the scan's time is a pair (time, compute time of the path that set it), the envelope's
-a set of path vectors. Each supplies a small :class:`Algebra` (``join`` = the later of several
+a set of path vectors, the reference's an event that remembers the event that set it. Each supplies a small :class:`Algebra` (``join`` = the later of several
 times, ``compute``/``comm`` = a time plus a duration that is, or is not, compute), and the rules
 are written against it.
 
@@ -19,10 +20,13 @@ The rules, for every mode:
   directed link (``contention``), its sender's egress and its receiver's ingress port (``ports``).
   It starts at the latest of its data being ready and each of its resources being free (in that
   order: the data first), holds them for its wire time, and arrives its message time after it
-  started (:func:`send`);
+  started (:func:`send`); where several workers send through one resource (a receiver's ingress
+  port) they take it in the order the table sends them (:attr:`Mode.sends_in_table_order`, :func:`route`);
 - in ``blocking`` the **sender** is busy until its message arrives (:attr:`Mode.blocks_sender`);
 - a **synchronisation** starts when each holder is ready and every resource of its ring hops
-  (holder ``k`` to holder ``k+1``) is free, and holds them all until it ends (:func:`synchronise`).
+  (holder ``k`` to holder ``k+1``) is free, and holds them all until it ends (:func:`synchronise`);
+- a worker's **optimizer update** starts when it has finished and every synchronisation of a stage
+  it holds has ended; the **step** ends when every worker and every synchronisation has (:func:`step_end`).
 
 Resources are numbered per mode (:meth:`Mode.n_resources`, :meth:`Mode.hop_resources`): links
 ``0 … n_links-1`` in ``contention``; egress ports ``0 … p-1`` and ingress ports ``p … 2p-1`` in
@@ -32,7 +36,7 @@ Resources are numbered per mode (:meth:`Mode.n_resources`, :meth:`Mode.hop_resou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -99,6 +103,12 @@ class Mode:
     blocks_sender: bool = False
     resource: str | None = None
 
+    @property
+    def sends_in_table_order(self) -> bool:
+        """Several workers' messages share a resource (a receiver's ingress port): they take it in
+        the order the table sends them (README "Timing rules", ``ports``), not as they come."""
+        return self.resource == "port"
+
     def n_resources(self, p: int, n_links: int) -> int:
         """Resources of a table with ``p`` workers and ``n_links`` directed links."""
         return {None: 0, "link": n_links, "port": 2 * p}[self.resource]
@@ -159,6 +169,27 @@ def synchronise(alg: Algebra, ready: Sequence[Any], held: Sequence[Any], duratio
     return alg.comm(alg.join(*ready, *held), duration)
 
 
+def step_end(alg: Algebra, finish: Sequence[Any], sync_end: Sequence[Any], sync_holders: Sequence[Sequence[int]],
+             update: Callable[[int, Any], Any]) -> Any:
+    """The end of the step, after the last operation and every synchronisation (docs/contract.md §4).
+
+    Each worker's optimizer update starts at the latest of its finish (first) and the end of every
+    synchronisation of a stage it holds (in stage order); the step ends at the latest of every
+    worker's end (in worker order), then every synchronisation's end.
+
+    Args:
+      alg: the time algebra.
+      finish: when each worker finished its last operation (in ``blocking``: and its last send).
+      sync_end: when each synchronisation ended, in increasing stage order.
+      sync_holders: each synchronisation's holders.
+      update: ``update(worker, start)``: the worker's end, its update started at ``start`` (where
+        the step has no updates: its finish).
+    """
+    ends = [update(w, alg.join(finish[w], *[end for end, holders in zip(sync_end, sync_holders) if w in holders]))
+            for w in range(len(finish))]
+    return alg.join(*ends, *sync_end)
+
+
 @dataclass(frozen=True)
 class Routing:
     """The resources a compiled table's messages and synchronisations hold in one mode.
@@ -217,7 +248,7 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
     lanes[sends] = per_link[program.link[sends]]
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    if rule.resource == "port" and sends.any():
+    if rule.sends_in_table_order and sends.any():
         rounds[sends] = _port_rounds(program, lanes)
     sync = tuple(
         tuple(i for link in row if link >= 0 for i in per_link[int(link)].tolist()) for row in program.sync_ring_links

@@ -48,7 +48,7 @@ from ppsweep import usable_cores
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine import reference as _reference
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
-from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, synchronise
+from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
@@ -786,11 +786,8 @@ def _scan_end(shape: ScanShape, s: _State, sync_dur: Any, t_opt: Any, k: int = 0
 
     # Each worker's optimizer update (where t_opt > 0), then the step's end.
     updating = t_opt > 0
-    worker_end = []
-    for w in range(p):
-        done = alg.join(finish.at(w), *[sync_end[q] for q, h in enumerate(shape.sync_holders) if w in h])
-        worker_end.append(Timed.where(updating, alg.compute(done, t_opt), finish.at(w)))
-    t_sim = alg.join(*worker_end, *[sync_end[q] for q in range(shape.n_sync)])
+    t_sim = step_end(alg, [finish.at(w) for w in range(p)], [sync_end[q] for q in range(shape.n_sync)], shape.sync_holders,
+                     lambda w, start: Timed.where(updating, alg.compute(start, t_opt), finish.at(w)))
     return t_sim.t, finish.t, t_sim.pc
 
 

@@ -2,8 +2,15 @@
 
 This module re-implements the timing rules of docs/contract.md §4 and of the README section
 "Timing rules chosen where the contract is silent" as a step-by-step simulation in plain Python,
-one point at a time. It shares no code with the vectorized engine (``ppsweep/engine/core.py``) so
-that tests comparing the two check the rules, not one implementation against itself.
+one point at a time. It shares no simulation code with the vectorized engine
+(``ppsweep/engine/core.py``) -- its own operation graph, its own event-by-event stepping, its own
+message queues -- so that tests comparing the two check the table's walk, not one implementation
+against itself. The communication rules themselves are read, as the scan reads them, from
+:mod:`ppsweep.engine.comm`: a message's start and arrival (:func:`~ppsweep.engine.comm.send`), a
+synchronisation's end (:func:`~ppsweep.engine.comm.synchronise`), the ring all-reduce's time, and
+per mode its record (:class:`~ppsweep.engine.comm.Mode`: which resources a message holds, whether
+it blocks its sender, whether shared resources take messages in the table's order), with times
+that are :class:`_Event` s (:class:`_EventAlgebra`). No rule here names a mode.
 
 How it runs:
 
@@ -74,11 +81,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ppsweep.engine import comm
+from ppsweep.engine.comm import MODE_RULES, Mode, RingAllReduce
 from ppsweep.tables.ops import Kind, Op, dependencies, frees_activation, halves, pair_time
 from ppsweep.tables.table import ScheduleTable
 
-#: Accepted values of ``mode``.
-MODES = ("overlap", "blocking", "contention", "ports")
+#: Accepted values of ``mode`` (the communication modes of :mod:`ppsweep.engine.comm`).
+MODES = comm.MODES
 
 #: Candidates within this relative distance of a maximum tie with it.
 TIE_RTOL = 1e-12
@@ -214,6 +223,25 @@ def _after(event: _Event, delay: float, label: str, compute: float = 0.0) -> _Ev
     return _Event(event.time + delay, event, compute, label)
 
 
+class _EventAlgebra:
+    """The reference's times for :mod:`ppsweep.engine.comm` (its ``Algebra``): events.
+
+    ``join`` is an event at the latest of its candidates, set by the first that ties
+    (:func:`_latest`; one candidate comes back unchanged), ``comm`` an event a communication
+    duration after another. Every event it makes is labelled ``label`` (debugging aid). A
+    message's or synchronisation's start is the ``pred`` of the events ``comm`` makes from it.
+    """
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def join(self, *times: _Event) -> _Event:
+        return times[0] if len(times) == 1 else _latest(list(times), f"{self.label} starts")
+
+    def comm(self, time: _Event, duration: float) -> _Event:
+        return _after(time, duration, self.label)
+
+
 # --------------------------------------------------------------------------------------------
 # input checks
 
@@ -313,7 +341,7 @@ def reference_simulate(
     graph = _read_graph(table)
     run = _run_operations(table, graph, point)
     syncs = _synchronise(table, graph, point, run)
-    final, updates = _finish_step(table, point, run, syncs)
+    final, updates = _finish_step(point, run, syncs)
     return ReferenceResult(
         t_sim=final.time,
         worker_finish=np.array([e.time for e in run.finish], dtype=float),
@@ -378,6 +406,7 @@ class _Point:
     """One point's checked costs."""
 
     mode: str
+    rule: Mode  # the mode's record (comm.MODE_RULES)
     alpha: float
     beta: float
     wire: float  # link (or port) busy time of one message (0 where beta is inf)
@@ -393,6 +422,13 @@ class _Point:
     wire_intra: float = 0.0
     hockney_intra: float = 0.0
     nodes: tuple[int, ...] = ()  # the node of each worker
+
+    def hop(self, src: int, dst: int) -> tuple[int, ...]:
+        """The resources a message (or ring hop) from worker ``src`` to ``dst`` holds, in order
+        (:meth:`ppsweep.engine.comm.Mode.hop_resources`; the directed link ``src -> dst`` is
+        numbered ``src * p + dst``)."""
+        p = len(self.nodes)
+        return self.rule.hop_resources(p, src, dst, src * p + dst)
 
     def same_node(self, workers: Sequence[int]) -> bool:
         """Whether every one of ``workers`` is on one node (then they talk over the intra tier)."""
@@ -439,7 +475,7 @@ def _read_point(table, t_f, t_b, alpha, beta, msg_bytes, mode, t_i, t_w, grad_by
     wire = msg_bytes / beta
     wire_intra = msg_bytes / beta_intra
     return _Point(
-        mode=mode, alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
+        mode=mode, rule=MODE_RULES[mode], alpha=alpha, beta=beta, wire=wire, hockney=alpha + wire, t_opt=t_opt,
         alpha_intra=alpha_intra, beta_intra=beta_intra, wire_intra=wire_intra, hockney_intra=alpha_intra + wire_intra,
         nodes=tuple(int(n) for n in nodes),
         durations={Kind.F: t_f_s, Kind.B: t_b_s, Kind.I: t_i_s, Kind.W: t_w_s}, grad=grad_s, fb_overlap=fb_overlap,
@@ -497,11 +533,9 @@ class _Run:
 
     end: dict[Op, _Event]  # op -> its end
     arrival: dict[tuple[Op, Op], _Event]  # (producer, consumer) -> message arrival
-    link_free: dict[tuple[int, int], _Event]  # contention: (src, dst) -> link free again
-    egress_free: dict[int, _Event]  # ports: worker -> its egress port free again
-    ingress_free: dict[int, _Event]  # ports: worker -> its ingress port free again
-    ingress_next: dict[int, int]  # ports: worker -> index of the next message its ingress takes
-    outbox: dict[int, list[tuple[Op, Op, _Event]]]  # ports: worker -> its messages not yet sent, in its order
+    resource_free: dict[int, _Event]  # resource (_Point.hop) -> free again
+    ingress_next: dict[int, int]  # sends in table order: worker -> index of the next message its ingress takes
+    outbox: dict[int, list[tuple[Op, Op, _Event]]]  # sends in table order: worker -> its messages not yet sent, in its order
     finish: list[_Event]
     compute_time: float
     op_events: list[OpEvent]
@@ -511,11 +545,12 @@ class _Run:
 def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
     """Step the workers, one operation at a time, until every operation has run.
 
-    A worker is stepped when its next operation's producers have all ended (and, in ``ports``,
-    when each of its messages is the next its receiver's ingress port takes).
+    A worker is stepped when its next operation's inputs have all arrived (where messages are sent
+    in the table's order, :attr:`ppsweep.engine.comm.Mode.sends_in_table_order`, a message waits
+    in its sender's outbox until it is the next its receiver's ingress port takes).
     """
     p = int(table.p)
-    run = _Run(end={}, arrival={}, link_free={}, egress_free={}, ingress_free={}, ingress_next={w: 0 for w in range(p)},
+    run = _Run(end={}, arrival={}, resource_free={}, ingress_next={w: 0 for w in range(p)},
                outbox={w: [] for w in range(p)}, finish=[_ZERO] * p, compute_time=0.0, op_events=[],
                message_events=[])
     orders = graph.orders
@@ -529,7 +564,7 @@ def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
                 cursor[w] += 1
                 remaining -= 1
                 progressed = True
-        if point.mode == "ports":
+        if point.rule.sends_in_table_order:
             progressed = _send_queued(graph, point, run) or progressed
         if not progressed:
             waiting = "; ".join(
@@ -540,18 +575,18 @@ def _run_operations(table: ScheduleTable, graph: _Graph, point: _Point) -> _Run:
 
 
 def _can_run(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run, op: Op) -> bool:
-    """Every producer of ``op`` has ended (and, in ``ports``, every message ``op`` needs has been sent)."""
+    """Every producer of ``op`` has ended and every message ``op`` needs has been sent (a message
+    waiting in an outbox has no arrival yet)."""
     deps = dependencies(op, table.n_stages, table.split_backward)
     if any(dep not in run.end for dep in deps):
         return False
-    if point.mode == "ports":
-        return all((dep, op) in run.arrival for dep in deps if graph.where[dep][0] != graph.where[op][0])
-    return True
+    return all((dep, op) in run.arrival for dep in deps if graph.where[dep][0] != graph.where[op][0])
 
 
 def _send_queued(graph: _Graph, point: _Point, run: _Run) -> bool:
-    """``ports``: send every message that is next both at its sender's egress (the first of the
-    sender's unsent messages) and at its receiver's ingress (its queue's next); True if any was sent."""
+    """Sends in table order (``ports``): send every message that is next both at its sender's
+    egress (the first of the sender's unsent messages) and at its receiver's ingress (its queue's
+    next); True if any was sent."""
     sent_any = False
     progressed = True
     while progressed:
@@ -564,6 +599,7 @@ def _send_queued(graph: _Graph, point: _Point, run: _Run) -> bool:
                     break
                 outbox.pop(0)
                 _send(graph, point, run, w, producer, consumer, done, done)
+                run.ingress_next[dst] += 1
                 progressed = sent_any = True
     return sent_any
 
@@ -588,7 +624,7 @@ def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run
     run.op_events.append(OpEvent(w, op, start.time, done.time))
     busy_until = done
     for producer, consumer in _outgoing(graph, op):
-        if point.mode == "ports":  # sent in the ports' order (_send_queued)
+        if point.rule.sends_in_table_order:  # sent in the table's order (_send_queued)
             run.outbox[w].append((producer, consumer, done))
         else:
             busy_until = _send(graph, point, run, w, producer, consumer, done, busy_until)
@@ -596,27 +632,25 @@ def _run_operation(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run
 
 
 def _send(graph: _Graph, point: _Point, run: _Run, w: int, op: Op, consumer: Op, done: _Event, busy_until: _Event) -> _Event:
-    """Send ``op``'s message to ``consumer`` by the rule of the mode; returns when worker ``w`` is free."""
+    """Send ``op``'s message to ``consumer`` (:func:`ppsweep.engine.comm.send`); returns when worker
+    ``w`` is free.
+
+    Its data is ready when ``op`` ended (``done``), or, where the mode blocks the sender, when
+    the worker is free again (``busy_until``: its previous message arrived, so an operation's
+    messages go one after the other); it leaves when it is ready and each resource it holds is
+    free, which it then holds for its wire time.
+    """
     dst = graph.where[consumer][0]
-    label = f"message {op} -> {consumer} (worker {w} -> {dst})"
     wire, hockney = point.message(op, w, dst)
-    if point.mode == "overlap":
-        sent = done
-        arrival = _after(done, hockney, label)
-    elif point.mode == "blocking":  # one after the other; the worker is busy until the last one arrives
-        sent = busy_until
-        arrival = busy_until = _after(busy_until, hockney, label)
-    elif point.mode == "contention":  # the data first, then the link
-        link = (w, dst)
-        sent = _latest([done, run.link_free.get(link, _ZERO)], "leaves: " + label)
-        run.link_free[link] = _after(sent, wire, f"link {link} free after {label}")
-        arrival = _after(sent, hockney, label)
-    else:  # ports: the data first, then the sender's egress, then the receiver's ingress
-        sent = _latest([done, run.egress_free.get(w, _ZERO), run.ingress_free.get(dst, _ZERO)], "leaves: " + label)
-        run.egress_free[w] = _after(sent, wire, f"egress of {w} free after {label}")
-        run.ingress_free[dst] = _after(sent, wire, f"ingress of {dst} free after {label}")
-        run.ingress_next[dst] += 1
-        arrival = _after(sent, hockney, label)
+    held = point.hop(w, dst)
+    ready = busy_until if point.rule.blocks_sender else done
+    alg = _EventAlgebra(f"message {op} -> {consumer} (worker {w} -> {dst})")
+    arrival, released = comm.send(alg, ready, [run.resource_free.get(r, _ZERO) for r in held], wire, hockney)
+    for r in held:
+        run.resource_free[r] = released
+    sent = arrival.pred
+    if point.rule.blocks_sender:
+        busy_until = arrival
     run.arrival[(op, consumer)] = arrival
     run.message_events.append(MessageEvent(w, dst, op, consumer, done.time, sent.time, arrival.time))
     return busy_until
@@ -650,40 +684,37 @@ def _synchronise(table: ScheduleTable, graph: _Graph, point: _Point, run: _Run) 
         n = len(holders)
         if n < 2:
             continue
-        candidates = []
+        ready = []
         for w in holders:
             mine = [op for op in graph.orders[w] if s in backward_stages(op)]
-            candidates.append(run.end[mine[-1]] if mine else _ZERO)
+            ready.append(run.end[mine[-1]] if mine else _ZERO)
         ring = [(holders[k], holders[(k + 1) % n]) for k in range(n)]
-        if point.mode == "contention":
-            candidates += [run.link_free.get(link, _ZERO) for link in ring]
-        if point.mode == "ports":  # each hop: its sender's egress, then its receiver's ingress
-            for src, dst in ring:
-                candidates += [run.egress_free.get(src, _ZERO), run.ingress_free.get(dst, _ZERO)]
-        start = _latest(candidates, f"sync stage {s} starts")
+        held = [r for src, dst in ring for r in point.hop(src, dst)]
         alpha, beta = (point.alpha_intra, point.beta_intra) if point.same_node(holders) else (point.alpha, point.beta)
-        duration = 2 * (n - 1) * (alpha + (point.grad[s] / n) / beta)
-        end = syncs.end[s] = _after(start, duration, f"sync stage {s} ends")
-        syncs.events.append(SyncEvent(s, tuple(holders), start.time, end.time))
-        for src, dst in ring:
-            if point.mode == "contention":
-                run.link_free[(src, dst)] = end
-            if point.mode == "ports":
-                run.egress_free[src] = run.ingress_free[dst] = end
+        duration = float(RingAllReduce(n).time(alpha, point.grad[s], beta))
+        alg = _EventAlgebra(f"sync stage {s}")
+        end = syncs.end[s] = comm.synchronise(alg, ready, [run.resource_free.get(r, _ZERO) for r in held], duration)
+        syncs.events.append(SyncEvent(s, tuple(holders), end.pred.time, end.time))
+        for r in held:
+            run.resource_free[r] = end
     return syncs
 
 
-def _finish_step(table: ScheduleTable, point: _Point, run: _Run, syncs: _Syncs) -> tuple[_Event, list[UpdateEvent]]:
-    """The optimizer updates (when ``t_opt > 0``), then the event that sets ``t_sim``."""
-    worker_end = list(run.finish)
+def _finish_step(point: _Point, run: _Run, syncs: _Syncs) -> tuple[_Event, list[UpdateEvent]]:
+    """The optimizer updates (when ``t_opt > 0``), then the event that sets ``t_sim``
+    (:func:`ppsweep.engine.comm.step_end`)."""
     updates: list[UpdateEvent] = []
-    if point.t_opt > 0:
-        for w in range(int(table.p)):
-            held = [s for s in sorted(syncs.end) if w in syncs.holders[s]]
-            start = _latest([run.finish[w]] + [syncs.end[s] for s in held], f"update of worker {w} starts")
-            worker_end[w] = _after(start, point.t_opt, f"update of worker {w} ends", compute=point.t_opt)
-            updates.append(UpdateEvent(w, start.time, worker_end[w].time))
-    final = _latest(worker_end + [syncs.end[s] for s in sorted(syncs.end)], "t_sim")
+
+    def update(w: int, start: _Event) -> _Event:
+        if point.t_opt <= 0:
+            return run.finish[w]
+        end = _after(start, point.t_opt, f"update of worker {w} ends", compute=point.t_opt)
+        updates.append(UpdateEvent(w, start.time, end.time))
+        return end
+
+    stages = sorted(syncs.end)
+    final = comm.step_end(_EventAlgebra("step end"), run.finish, [syncs.end[s] for s in stages],
+                          [syncs.holders[s] for s in stages], update)
     return final, updates
 
 

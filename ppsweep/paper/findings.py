@@ -159,7 +159,37 @@ def finding2(ds, spec) -> Finding:
       ds: the ``paper`` store (loaded).
       spec: its SweepSpec.
     """
-    d = diagonal(ds)
+    wide = _chimera_comparison(diagonal(ds))
+    prim = wide[wide.comm == PRIMARY]
+    m_top, m_from = rise_span(spec.m)
+    rise, rise_long = _chimera_rise(wide, m_top, m_from)
+    ab, abw = _chimera_ablations(spec)
+    g8rise = _small_batch_rise(ab, m_top, m_from)
+    jw = _joined_comparison(wide, spec)
+    jp = jw[jw.comm == PRIMARY]
+    sections = (_chimera_sections(prim, spec) + [_rise_section(rise, m_top, m_from)]
+                + _ablation_sections(abw, g8rise, m_top, m_from) + _joined_sections(jp, spec))
+    csv = pd.concat([wide.assign(variant="as swept").rename(columns={"comm": "mode"}), abw[abw.variant != "as swept"]])
+    measured = _finding2_measured(wide, jw, rise_long, spec)
+    numbers = {
+        **_chimera_gain_numbers(prim, spec, m_top, m_from),
+        "rise": rise,
+        **_joined_numbers(jp, m_top),
+        **_ablation_numbers(abw, g8rise, m_top, spec),
+        **_chimera_rank_numbers(prim, spec),
+        "abw": abw,
+    }
+    return Finding("f2_chimera_vs_gpipe", "Finding 2: Chimera against GPipe and 1F1B", csv, sections, measured=measured, numbers=numbers)
+
+
+#: Finding 2's single-assumption variants of the sweep (Chimera and GPipe, primary mode).
+ABLATIONS = (BASE, NO_GRAD, EQUAL_FB, Variant("G = 8", global_batch=8), Variant("G = 2048", global_batch=2048))
+
+
+def _chimera_comparison(d) -> pd.DataFrame:
+    """Per ``(p, m, comm, system)``: each schedule's step time, Chimera against GPipe and against
+    the faster of GPipe and 1F1B (%), and the fastest, slowest and spread of GPipe, 1F1B and
+    Chimera (``…3``) and of the four schedules with Hanayo (``…4``)."""
     t = d.t_sim.sel(schedule=["gpipe", "1f1b", "chimera", "hanayo"])
     long = t.to_dataframe(name="t_sim").reset_index()[["schedule", "p", "m", "comm", "system", "t_sim"]]
     wide = long.pivot_table(index=["p", "m", "comm", "system"], columns="schedule", values="t_sim").reset_index()
@@ -171,17 +201,12 @@ def finding2(ds, spec) -> Finding:
     wide["spread3_pct"] = pct(three.max(axis=1), three.min(axis=1))
     wide["fastest4"] = wide[["gpipe", "1f1b", "chimera", "hanayo"]].idxmin(axis=1)
     wide["slowest4"] = wide[["gpipe", "1f1b", "chimera", "hanayo"]].idxmax(axis=1)
+    return wide
 
-    prim = wide[wide.comm == PRIMARY]
-    tables = []
-    for p in spec.p:
-        tab = prim[prim.p == p].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
-        tables.append((f"Chimera vs GPipe, % step time, p = {p}, {PRIMARY} (negative: Chimera faster)", markdown(tab, "{:+.1f}")))
-    tables.append((f"Slowest of GPipe, 1F1B, Chimera at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="slowest3").reindex(LABELS))))
-    tables.append((f"Spread of GPipe, 1F1B, Chimera (slowest / fastest − 1, %) at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="spread3_pct").reindex(LABELS), "{:.1f}")))
 
-    # Chimera's step time against m: t(m_top) / t(m_from) on every system, every mode.
-    m_top, m_from = rise_span(spec.m)
+def _chimera_rise(wide: pd.DataFrame, m_top: int, m_from: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Chimera's step time against m, t(m_top) / t(m_from), on every system and mode: the table
+    (% per system × ``"<mode> p=<p>"``) and the long rows at ``m_top`` (with ``rise_pct``)."""
     ch = wide[["p", "m", "comm", "system", "chimera"]].copy()
     ref = ch[ch.m == m_from].set_index(["p", "comm", "system"]).chimera
     ch["rel_to_m64"] = ch.chimera.values / ref.loc[list(zip(ch.p, ch.comm, ch.system))].values
@@ -189,26 +214,34 @@ def finding2(ds, spec) -> Finding:
     rise = ch[(ch.m == m_top)].pivot_table(index="system", columns=["comm", "p"], values="rel_to_m64").reindex(LABELS)
     rise = 100 * (rise - 1)
     rise.columns = [f"{c} p={p}" for c, p in rise.columns]
-    tables.append((f"Chimera's step time from m = {m_from} to m = {m_top}, % (positive: rises with m)", markdown(rise, "{:+.2f}")))
+    return rise, rise_long
 
-    # Ablations (one assumption each), every p and m, primary mode.
-    variants = [BASE, NO_GRAD, EQUAL_FB, Variant("G = 8", global_batch=8), Variant("G = 2048", global_batch=2048)]
-    ab = pd.concat([ablation_frame(spec, s, spec.p, spec.m, [PRIMARY], variants) for s in ("gpipe", "chimera")])
+
+def _chimera_ablations(spec) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """GPipe's and Chimera's step times under each of :data:`ABLATIONS`, every p and m, primary
+    mode: the long rows, and one row per point with Chimera vs GPipe (%)."""
+    ab = pd.concat([ablation_frame(spec, s, spec.p, spec.m, [PRIMARY], list(ABLATIONS)) for s in ("gpipe", "chimera")])
     abw = ab.pivot_table(index=["p", "m", "mode", "variant", "system"], columns="schedule", values="t_sim").reset_index()
     abw["chimera_vs_gpipe_pct"] = pct(abw.chimera, abw.gpipe)
-    for label in ("no grad sync", "t_b = t_f", "G = 8"):
-        tab = abw[(abw.variant == label) & (abw.p == 8)].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
-        tables.append((f"Ablation '{label}': Chimera vs GPipe, %, p = 8, {PRIMARY}", markdown(tab, "{:+.1f}")))
-    # Step time against m with a small global batch (G = 8: b = 1 … 1/32 sequences).
+    return ab, abw
+
+
+def _small_batch_rise(ab: pd.DataFrame, m_top: int, m_from: int) -> pd.DataFrame:
+    """GPipe's and Chimera's step time from m_from to m_top (%) with a small global batch
+    (G = 8: b = 1 … 1/32 sequences), p = 8."""
     g8 = ab[(ab.variant == "G = 8") & (ab.p == 8)]
     g8r = g8.pivot_table(index="system", columns=["schedule", "m"], values="t_sim")
     g8rise = pd.DataFrame({s: 100 * (g8r[(s, m_top)] / g8r[(s, m_from)] - 1) for s in ("gpipe", "chimera")}).reindex(LABELS)
     g8rise.columns = [f"{s}: t({m_top})/t({m_from}) − 1, %" for s in g8rise.columns]
-    tables.append((f"Ablation 'G = 8': step time from m = {m_from} to m = {m_top}, p = 8, {PRIMARY}", markdown(g8rise, "{:+.1f}")))
+    return g8rise
 
-    # Claim 2d again with Chimera's units joined by forward doubling / backward halving (the faster).
+
+def _joined_comparison(wide: pd.DataFrame, spec) -> pd.DataFrame:
+    """Claim 2d again with Chimera's units joined by forward doubling / backward halving (the
+    faster): ``wide``'s rows at the largest m (every mode) and at 64 <= m below it (the primary
+    mode, for the tables), with the spread and the comparison to GPipe of the joined Chimera."""
     m_max = max(spec.m)
-    below = [m for m in spec.m if 64 <= m < m_max]  # the primary mode only, for the tables
+    below = [m for m in spec.m if 64 <= m < m_max]
     joined = pd.concat([joined_chimera(spec, [m_max], list(spec.comm))]
                        + ([joined_chimera(spec, below, [PRIMARY])] if below else []))
     jw = wide.merge(joined, on=["p", "m", "comm", "system"])
@@ -216,20 +249,53 @@ def finding2(ds, spec) -> Finding:
     jw["spread_joined_pct"] = pct(with_joined.max(axis=1, skipna=False), with_joined.min(axis=1, skipna=False))
     jw["joined_vs_gpipe_pct"] = pct(jw.chimera_joined, jw.gpipe)
     jw["joined_no_sync_vs_gpipe_pct"] = pct(jw.chimera_joined_no_sync, jw.gpipe)
-    jp = jw[jw.comm == PRIMARY]
+    return jw
+
+
+def _chimera_sections(prim: pd.DataFrame, spec) -> list[tuple[str, str]]:
+    """Chimera vs GPipe per p, and the slowest and the spread of the three at p = 8 (primary mode)."""
+    sections = []
+    for p in spec.p:
+        tab = prim[prim.p == p].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
+        sections.append((f"Chimera vs GPipe, % step time, p = {p}, {PRIMARY} (negative: Chimera faster)", markdown(tab, "{:+.1f}")))
+    sections.append((f"Slowest of GPipe, 1F1B, Chimera at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="slowest3").reindex(LABELS))))
+    sections.append((f"Spread of GPipe, 1F1B, Chimera (slowest / fastest − 1, %) at p = 8, {PRIMARY}", markdown(prim[prim.p == 8].pivot(index="system", columns="m", values="spread3_pct").reindex(LABELS), "{:.1f}")))
+    return sections
+
+
+def _rise_section(rise: pd.DataFrame, m_top: int, m_from: int) -> tuple[str, str]:
+    """The table of :func:`_chimera_rise`."""
+    return (f"Chimera's step time from m = {m_from} to m = {m_top}, % (positive: rises with m)", markdown(rise, "{:+.2f}"))
+
+
+def _ablation_sections(abw: pd.DataFrame, g8rise: pd.DataFrame, m_top: int, m_from: int) -> list[tuple[str, str]]:
+    """Chimera vs GPipe at p = 8 under three ablations, and the rise with m at G = 8."""
+    sections = []
+    for label in ("no grad sync", "t_b = t_f", "G = 8"):
+        tab = abw[(abw.variant == label) & (abw.p == 8)].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
+        sections.append((f"Ablation '{label}': Chimera vs GPipe, %, p = 8, {PRIMARY}", markdown(tab, "{:+.1f}")))
+    sections.append((f"Ablation 'G = 8': step time from m = {m_from} to m = {m_top}, p = 8, {PRIMARY}", markdown(g8rise, "{:+.1f}")))
+    return sections
+
+
+def _joined_sections(jp: pd.DataFrame, spec) -> list[tuple[str, str]]:
+    """Per p with joined rows (primary mode): the spread with the joined Chimera, and the joined
+    Chimera vs GPipe with and without the gradient sync."""
+    sections = []
     for p in spec.p:
         sub = jp[jp.p == p]
         if len(sub):
-            tables.append((f"Spread of GPipe, 1F1B and Chimera with doubled forwards (the faster of forward doubling and backward halving), %, p = {p}, {PRIMARY}",
-                           markdown(sub.pivot(index="system", columns="m", values="spread_joined_pct").reindex(LABELS), "{:.1f}")))
-            tables.append((f"Chimera with doubled forwards vs GPipe, % step time (without the gradient sync in brackets), p = {p}, {PRIMARY}",
-                           markdown(sub.assign(cell=[f"{a:+.1f} ({b:+.1f})" for a, b in zip(sub.joined_vs_gpipe_pct, sub.joined_no_sync_vs_gpipe_pct)])
-                                    .pivot(index="system", columns="m", values="cell").reindex(LABELS))))
+            sections.append((f"Spread of GPipe, 1F1B and Chimera with doubled forwards (the faster of forward doubling and backward halving), %, p = {p}, {PRIMARY}",
+                             markdown(sub.pivot(index="system", columns="m", values="spread_joined_pct").reindex(LABELS), "{:.1f}")))
+            sections.append((f"Chimera with doubled forwards vs GPipe, % step time (without the gradient sync in brackets), p = {p}, {PRIMARY}",
+                             markdown(sub.assign(cell=[f"{a:+.1f} ({b:+.1f})" for a, b in zip(sub.joined_vs_gpipe_pct, sub.joined_no_sync_vs_gpipe_pct)])
+                                      .pivot(index="system", columns="m", values="cell").reindex(LABELS))))
+    return sections
 
-    csv = pd.concat([wide.assign(variant="as swept").rename(columns={"comm": "mode"}), abw[abw.variant != "as swept"]])
 
-    # Measured numbers of the claims, in every mode.
-    wide["chimera_vs_slower_pct"] = pct(wide.chimera, wide[["gpipe", "1f1b"]].max(axis=1))
+def _finding2_measured(wide: pd.DataFrame, jw: pd.DataFrame, rise_long: pd.DataFrame, spec) -> dict[str, dict[str, pd.Series]]:
+    """The measured numbers of claims 2b … 2e, in every mode."""
+    wide = wide.assign(chimera_vs_slower_pct=pct(wide.chimera, wide[["gpipe", "1f1b"]].max(axis=1)))
     m_min, m_max = min(spec.m), max(spec.m)
     not_fast = [s.label for s in SYSTEMS if s.network != "fast"]
     slow_nw = [s.label for s in SYSTEMS if s.network == "slow"]
@@ -241,7 +307,7 @@ def finding2(ds, spec) -> Finding:
         won = sub[sub.chimera_vs_gpipe_pct < 0]
         crossover[mode] = pd.Series({f"p = {p}": float(won[won.p == p].m.max()) if (won.p == p).any() else np.nan for p in spec.p})
         gain[mode] = pd.Series({f"p = {p}": float(-sub[sub.p == p].chimera_vs_gpipe_pct.min()) for p in spec.p})
-    measured = {
+    return {
         "2b": _by_mode(wide[wide.system.isin(NETWORK_LIMITED)], "chimera_vs_slower_pct", ["system", "p", "m"]),
         "2c-crossover": crossover,
         "2c-fast": _by_mode(wide[wide.system.isin(not_fast) & (wide.m == m_min)], "chimera_vs_gpipe_pct", ["system", "p", "m"]),
@@ -251,25 +317,41 @@ def finding2(ds, spec) -> Finding:
         "2e": _by_mode(rise_long[rise_long.system.isin(slow_nw)], "rise_pct", ["system", "p"]),
     }
 
-    out: dict[str, Any] = {}
-    p8 = prim[prim.p == 8]
+
+def _chimera_gain_numbers(prim: pd.DataFrame, spec, m_top: int, m_from: int) -> dict[str, Any]:
+    """Chimera's largest gain over GPipe, the largest m where it wins per p, and the spread of the
+    three at m_top (primary mode)."""
     wins = prim[prim.chimera_vs_gpipe_pct < 0]
-    out["max_gain"] = float(-prim.chimera_vs_gpipe_pct.min())
-    out["max_win_m"] = {p: int(wins[wins.p == p].m.max()) if len(wins[wins.p == p]) else None for p in spec.p}
-    out["m_top"], out["m_from"] = m_top, m_from
-    out["spread_m256"] = (float(prim[prim.m == m_top].spread3_pct.min()), float(prim[prim.m == m_top].spread3_pct.max()))
-    out["rise"] = rise
+    return {
+        "max_gain": float(-prim.chimera_vs_gpipe_pct.min()),
+        "max_win_m": {p: int(wins[wins.p == p].m.max()) if len(wins[wins.p == p]) else None for p in spec.p},
+        "m_top": m_top,
+        "m_from": m_from,
+        "spread_m256": (float(prim[prim.m == m_top].spread3_pct.min()), float(prim[prim.m == m_top].spread3_pct.max())),
+    }
+
+
+def _joined_numbers(jp: pd.DataFrame, m_top: int) -> dict[str, Any]:
+    """The joined Chimera at m_top (primary mode): its spread and its comparison to GPipe (ranges),
+    the cases past the claim's tolerance, and which join was the faster."""
     jtop = jp[jp.m == m_top]
-    out["joined_spread"] = (float(jtop.spread_joined_pct.min()), float(jtop.spread_joined_pct.max()))
-    out["joined_vs_gpipe"] = (float(jtop.joined_vs_gpipe_pct.min()), float(jtop.joined_vs_gpipe_pct.max()))
     apart = jtop[jtop.spread_joined_pct > BY_ID["2d-joined"].tolerance]
-    out["joined_apart"] = [(s, int(p), float(v), float(ns)) for s, p, v, ns in
-                           zip(apart.system, apart.p, apart.joined_vs_gpipe_pct, apart.joined_no_sync_vs_gpipe_pct)]
-    out["joined_method"] = jtop.joined.value_counts().to_dict()
-    out["joined_cases"] = len(jtop)
+    return {
+        "joined_spread": (float(jtop.spread_joined_pct.min()), float(jtop.spread_joined_pct.max())),
+        "joined_vs_gpipe": (float(jtop.joined_vs_gpipe_pct.min()), float(jtop.joined_vs_gpipe_pct.max())),
+        "joined_apart": [(s, int(p), float(v), float(ns)) for s, p, v, ns in
+                         zip(apart.system, apart.p, apart.joined_vs_gpipe_pct, apart.joined_no_sync_vs_gpipe_pct)],
+        "joined_method": jtop.joined.value_counts().to_dict(),
+        "joined_cases": len(jtop),
+    }
+
+
+def _ablation_numbers(abw: pd.DataFrame, g8rise: pd.DataFrame, m_top: int, spec) -> dict[str, Any]:
+    """Chimera vs GPipe at p = 8 under each ablation: the range at m_top as swept, each ablation's
+    table, the rise at G = 8, and the representative systems' values at m ∈ {8, 32, 256}."""
     abp = abw[abw.p == 8]
-    out["abl:as swept:m256"] = (float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.min()),
-                                float(abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct.max()))
+    swept_top = abp[(abp.variant == "as swept") & (abp.m == m_top)].chimera_vs_gpipe_pct
+    out: dict[str, Any] = {"abl:as swept:m256": (float(swept_top.min()), float(swept_top.max()))}
     for label in ("no grad sync", "t_b = t_f", "G = 8", "G = 2048"):
         out[f"abl:{label}:table"] = abp[abp.variant == label].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
     out["g8rise"] = g8rise
@@ -279,20 +361,26 @@ def finding2(ds, spec) -> Finding:
         tab = abp[abp.variant == label].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct")
         rows.append([label] + [tab.loc[s.label, m] for s in REPRESENTATIVE for m in rep_ms])
     out["abl_rep"] = pd.DataFrame(rows, columns=["variant"] + [f"{s.short} m={m}" for s in REPRESENTATIVE for m in rep_ms])
-    out["win_systems_m8"] = {p: [s for s in LABELS if prim[(prim.p == p) & (prim.m == 8) & (prim.system == s)].chimera_vs_gpipe_pct.iloc[0] < 0] for p in spec.p}
-    out["first_slowest_by_system"] = {
-        s: min((int(m) for m in prim[(prim.p == 8) & (prim.system == s)].m
-                if (prim[(prim.p == 8) & (prim.system == s) & (prim.m >= m)].slowest3 == "chimera").all()), default=None)
-        for s in LABELS
-    }
+    return out
+
+
+def _chimera_rank_numbers(prim: pd.DataFrame, spec) -> dict[str, Any]:
+    """Where Chimera wins at m = 8 and where it is the slowest of the three (primary mode), and
+    the reference tables at p = 8 and p = 4."""
     nl = prim[prim.system.isin(NETWORK_LIMITED)]
-    out["nl_slowest_by_m"] = nl[nl.p == 8].groupby("m").slowest3.apply(lambda x: float((x == "chimera").mean())).to_dict()
-    out["other_slowest_by_m"] = prim[(prim.p == 8) & ~prim.system.isin(NETWORK_LIMITED)].groupby("m").slowest3.apply(lambda x: float((x == "chimera").mean())).to_dict()
-    out["ref_table_p8"] = p8.pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
-    out["ref_table_p4"] = prim[prim.p == 4].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS)
-    out["prim"] = prim
-    out["abw"] = abw
-    return Finding("f2_chimera_vs_gpipe", "Finding 2: Chimera against GPipe and 1F1B", csv, tables, measured=measured, numbers=out)
+    return {
+        "win_systems_m8": {p: [s for s in LABELS if prim[(prim.p == p) & (prim.m == 8) & (prim.system == s)].chimera_vs_gpipe_pct.iloc[0] < 0] for p in spec.p},
+        "first_slowest_by_system": {
+            s: min((int(m) for m in prim[(prim.p == 8) & (prim.system == s)].m
+                    if (prim[(prim.p == 8) & (prim.system == s) & (prim.m >= m)].slowest3 == "chimera").all()), default=None)
+            for s in LABELS
+        },
+        "nl_slowest_by_m": nl[nl.p == 8].groupby("m").slowest3.apply(lambda x: float((x == "chimera").mean())).to_dict(),
+        "other_slowest_by_m": prim[(prim.p == 8) & ~prim.system.isin(NETWORK_LIMITED)].groupby("m").slowest3.apply(lambda x: float((x == "chimera").mean())).to_dict(),
+        "ref_table_p8": prim[prim.p == 8].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS),
+        "ref_table_p4": prim[prim.p == 4].pivot(index="system", columns="m", values="chimera_vs_gpipe_pct").reindex(LABELS),
+        "prim": prim,
+    }
 
 
 #: Chimera's ways to join its units by doubled forwards (``chimera@concat=…``), beside the swept direct one.

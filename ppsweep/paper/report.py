@@ -133,25 +133,29 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
     """
     from ppsweep.paper.verdict import RULE, conclusion
 
-    r1, r2, r3, r4, r5 = (f.numbers for f in (f1, f2, f3, f4, f5))
-    model = spec.model
     tol = {c.id: c.tolerance for c in CLAIMS}
-    smallest = r3["smallest"]
-    chim_table = smallest[smallest["schedule (table)"].str.contains("chimera")]
-    rise = r2["rise"]
-    slow_rows = rise.loc[[s for s in LABELS if s.endswith("slow nw")]]
-    rising = [(s, c, float(v)) for s, row in slow_rows.iterrows() for c, v in row.items() if v > 0]
-    win_all = {p: len(v) for p, v in r2["win_systems_m8"].items()}
-    lost8 = {p: [s for s in LABELS if s not in v] for p, v in r2["win_systems_m8"].items()}
-    t1, t2, tfb, tng = r4["t1"], r4["t2"], r4["tfb"], r4["tng"]
-    nog, tbf, g8, g2k = (r2[f"abl:{k}:table"] for k in ("no grad sync", "t_b = t_f", "G = 8", "G = 2048"))
-    asw = r2["ref_table_p8"]
-    prim5 = r5["prim"]
-    bc = r1["by_class"]
-    p, m = 8, 16
-    m_top, m_from = r2["m_top"], r2["m_from"]
-    alt_2e = ", ".join(f"{table.loc['2e', mode]} in `{mode}`" for mode in MODES if mode != PRIMARY_MODE)
-    values: dict[str, Any] = dict(
+    values: dict[str, Any] = {
+        **_study_values(spec, sizes, table, f2.numbers),
+        **_finding1_values(f1.numbers, tol),
+        **_finding2_values(f2.numbers, f3.numbers, table, tol),
+        **_finding3_values(f3.numbers, tol),
+        **_finding4_values(f4, f3.numbers, tol),
+        **_finding5_values(f5, tol),
+        "conclusion": conclusion(table),
+        "verdict_rule": RULE,
+    }
+    values.update(_verdict_values(table))
+    return values
+
+
+#: The point of the report's bubble numbers (Chimera's, the paper's p = 8, m = 16).
+_P, _M = 8, 16
+
+
+def _study_values(spec, sizes: Mapping[str, int], table: pd.DataFrame, r2: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's setup: the model, the grid, the claims and the summary of the verdicts."""
+    model = spec.model
+    return dict(
         model_name=model.name, layers=model.layers, hidden=model.hidden, heads=model.heads, sequence=model.sequence,
         vocab=model.vocab, G=model.global_batch,
         b_max=f"{float(model.microbatch_size(min(spec.m))):g}", b_min=f"{float(model.microbatch_size(max(spec.m))):g}",
@@ -163,8 +167,14 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         primary=PRIMARY_MODE,
         claims_table=claims_table(CLAIMS), summary_table=summary_table(table),
         **cost_facts(spec),
-        m_first=min(spec.m), m_last=max(spec.m), m_top=m_top, m_from=m_from,
-        # finding 1
+        m_first=min(spec.m), m_last=max(spec.m), m_top=r2["m_top"], m_from=r2["m_from"],
+    )
+
+
+def _finding1_values(r1: Mapping[str, Any], tol: Mapping[str, float]) -> dict[str, Any]:
+    """Finding 1 (GPipe vs 1F1B): the span table, the worst cases, the activation ratios."""
+    bc = r1["by_class"]
+    return dict(
         free=r1["free_max"], span_table=markdown(r1["span"], index=True),
         worst="; ".join(f"`{mode}` {v[3]:+.1f} % ({v[0]}, p = {v[1]}, m = {v[2]})" for mode, v in sorted(r1["worst"].items())),
         overlap_by_class="; ".join(f"{CLASS_WORDS[k]}: {bc[('overlap', k)][0]:+.2f} … {bc[('overlap', k)][1]:+.2f} %" for k in sorted(CLASS_WORDS)),
@@ -172,7 +182,23 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         act_min=r1["act_ratio_min"], act_max=r1["act_ratio_max"],
         act_equal_at=", ".join(f"p = {a}, m = {b}" for a, b in r1["act_equal_at"]),
         gpipe_act_p4=r1["gpipe_act_tb"][4],
-        # finding 2
+    )
+
+
+def _finding2_values(r2: Mapping[str, Any], r3: Mapping[str, Any], table: pd.DataFrame, tol: Mapping[str, float]) -> dict[str, Any]:
+    """Finding 2 (Chimera vs GPipe and 1F1B): where Chimera wins and is slowest, the spreads, the
+    joined Chimera, the rise with m and the ablations."""
+    smallest = r3["smallest"]
+    chim_table = smallest[smallest["schedule (table)"].str.contains("chimera")]
+    rise = r2["rise"]
+    slow_rows = rise.loc[[s for s in LABELS if s.endswith("slow nw")]]
+    rising = [(s, c, float(v)) for s, row in slow_rows.iterrows() for c, v in row.items() if v > 0]
+    win_all = {p: len(v) for p, v in r2["win_systems_m8"].items()}
+    lost8 = {p: [s for s in LABELS if s not in v] for p, v in r2["win_systems_m8"].items()}
+    nog, tbf, g8, g2k = (r2[f"abl:{k}:table"] for k in ("no grad sync", "t_b = t_f", "G = 8", "G = 2048"))
+    asw = r2["ref_table_p8"]
+    m_top = r2["m_top"]
+    return dict(
         ref_table_p8=markdown(r2["ref_table_p8"], "{:+.1f}"), ref_table_p4=markdown(r2["ref_table_p4"], "{:+.1f}"),
         chim_formula_every="every" if smallest["schedule (formula)"].str.contains("chimera").all() else "not every",
         chim_table_pts=", ".join(f"p = {a}, m = {b}" for a, b in zip(chim_table.p, chim_table.m)),
@@ -195,23 +221,37 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         joined_cause=(": without the gradient sync they are within the tolerance, so what is left there is Chimera's "
                       "once-per-step gradient all-reduce"
                       if r2["joined_apart"] and all(abs(ns) <= tol["2d-joined"] for *_, ns in r2["joined_apart"]) else ""),
-        v_2e_alternatives=alt_2e,
+        v_2e_alternatives=", ".join(f"{table.loc['2e', mode]} in `{mode}`" for mode in MODES if mode != PRIMARY_MODE),
         rise_table=markdown(rise, "{:+.2f}"),
         rising=", ".join(f"{s} {c} {v:+.2f} %" for s, c, v in rising) or "none",
         abl_rep=markdown(r2["abl_rep"], "{:+.1f}", index=False),
-        limit_bubble=100 * (p - 2) / (4 * p - 2),
+        limit_bubble=100 * (_P - 2) / (4 * _P - 2),
         tbf_mid=tbf.loc["mid cp / mid nw", m_top], tbf_slow=tbf.loc["slow cp / fast nw", m_top],
         as_mid=asw.loc["mid cp / mid nw", m_top], as_slow=asw.loc["slow cp / fast nw", m_top],
         nog_8=nog.loc["fast cp / slow nw", 8], asw_8=asw.loc["fast cp / slow nw", 8],
         nog_256=nog.loc["fast cp / slow nw", m_top], asw_256=asw.loc["fast cp / slow nw", m_top],
         g2k_8=g2k.loc["fast cp / slow nw", 8], g8_8=g8.loc["fast cp / slow nw", 8],
         g8rise=markdown(r2["g8rise"], "{:+.1f}"),
-        # finding 3
+    )
+
+
+def _finding3_values(r3: Mapping[str, Any], tol: Mapping[str, float]) -> dict[str, Any]:
+    """Finding 3 (bubbles): Chimera's at p = 8, m = 16 by formula and by table, the smallest bubbles."""
+    p, m = _P, _M
+    return dict(
         formula_frac=f"{p - 2}/{2 * m + p - 2}", table_frac=f"{(p - 2) * (m + p)}/{(p - 2) * (m + p) + 3 * m * p}",
         formula=100 * r3["formula"], table=100 * r3["table"], equal=100 * r3["equal"],
         tol_3f=tol["3-formula"], tol_3t=tol["3-table"],
-        smallest=markdown(smallest, index=False),
-        # finding 4
+        smallest=markdown(r3["smallest"], index=False),
+    )
+
+
+def _finding4_values(f4: Finding, r3: Mapping[str, Any], tol: Mapping[str, float]) -> dict[str, Any]:
+    """Finding 4 (Table I, Hanayo vs Chimera): the tables, ranges and idle shares, one and two waves."""
+    r4 = f4.numbers
+    t1, t2, tfb, tng = r4["t1"], r4["t2"], r4["tfb"], r4["tng"]
+    p = _P
+    return dict(
         t1_table=markdown(_t_view(t1), "{:.2f}"), t2_table=markdown(_t_view(t2), "{:.2f}"),
         tol_4=tol["4-time"], tol_4ic=tol["4-idle-chimera"], tol_4ih=tol["4-idle-hanayo"],
         t1_range=fmt_range(t1.diff_pct), idle_c_min=100 * t1.idle_chimera.min(), idle_h_min=100 * t1.idle_hanayo.min(),
@@ -225,7 +265,14 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         crossings_w2=4 * (p - 1), crossings_chimera=p - 1,
         tng_range=fmt_range(tng.diff_pct), tfb_shift=float(np.max(np.abs(tfb.diff_pct - t1.diff_pct))),
         f4_all=f4.section("Hanayo vs Chimera, % step time, every mode and ablation").strip() + "\n",
-        # finding 5
+    )
+
+
+def _finding5_values(f5: Finding, tol: Mapping[str, float]) -> dict[str, Any]:
+    """Finding 5 (asymmetric Chimera): the memory ratio, per-worker memory and step-time ranges."""
+    r5 = f5.numbers
+    prim5 = r5["prim"]
+    return dict(
         mem_lo=r5["mem_ratio"][0], mem_hi=r5["mem_ratio"][1],
         pw_table=markdown(r5["pw"].pivot_table(index=["p", "split"], columns="worker", values="total_TB"), "{:.3g}"),
         a4_range=fmt_range(r5["a4"].diff_pct, " %"), a8_range=fmt_range(r5["a8"].diff_pct),
@@ -233,10 +280,7 @@ def report_values(spec, sizes: Mapping[str, int], f1: Finding, f2: Finding, f3: 
         ng5_range=fmt_range(r5["ng5"].diff_pct), a4_abs_max=float(np.abs(r5["a4"].diff_pct).max()),
         f5_tables="\n".join(f"*{h}*\n\n{t}" for h, t in f5.sections if not h.startswith("Bottleneck worker's peak memory")
                             and not h.startswith("Peak memory per worker")),
-        conclusion=conclusion(table), verdict_rule=RULE,
     )
-    values.update(_verdict_values(table))
-    return values
 
 
 def _latency(seconds: float) -> str:

@@ -390,26 +390,52 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
       the ``page_data`` model changes. With ``data`` left out (the static page) every interaction
       runs in the browser.
     """
-    from bokeh.document import Document
-    from bokeh.events import DocumentReady
-    from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, CustomJS, Div, FactorRange, HoverTool, Legend, Select
-    from bokeh.plotting import figure
-    from bokeh.transform import dodge
-
+    # Bokeh numbers its models in the order they are made: the steps keep the page's order.
     data = page_data(dataset) if data is None else data
     names = data["names"]
-    dims = data["dims"]
-    coords = coordinates(dataset, dims)
     colors = [SCHEDULE_COLORS[k % len(SCHEDULE_COLORS)] for k in range(len(names))]
-    t_unit, b_unit = data["t_unit"][1], data["b_unit"][1]
+    selects, xaxis = _selectors(coordinates(dataset, data["dims"]), data["dims"])
+    winner_map = _winner_map(data)
+    step_time = _step_time_plot(data, colors, xaxis)
+    memory = _memory_plot(data)
+    status = _div(text="", width=1250, name="status")
+    holder = _page_model()(data=data, name="page_data")
+    args: dict[str, Any] = dict(page=holder, selects=selects, xaxis=xaxis, map_source=winner_map["source"],
+                                line_sources=step_time["sources"], line_axis=step_time["figure"].xaxis[0],
+                                line_yaxis=step_time["figure"].yaxis[0], mem_yaxis=memory["figure"].yaxis[0],
+                                mem_source=memory["source"], status=status, colors=colors)
+    sample_panels = _sample_panels(names, args) if data["has_sample"] else []
+    update = _redraw_on_change(args, [*selects.values(), xaxis], holder)
+    layout = _page_layout(dataset, title, selects, xaxis, status, winner_map, step_time, memory, sample_panels)
+    return _fill_document(document, layout, holder, title, selects, xaxis, update)
+
+
+def _div(**props: Any) -> Any:
+    """A Bokeh ``Div`` (imported on first use, as every Bokeh model here)."""
+    from bokeh.models import Div
+
+    return Div(**props)
+
+
+def _selectors(coords: dict[str, dict[str, list]], dims: Sequence[str]) -> tuple[dict[str, Any], Any]:
+    """One ``Select`` per dimension (first value selected), and the step-time plot's "x axis"
+    choice: the numeric swept dimensions (else the winner map's), bandwidth by default."""
+    from bokeh.models import Select
 
     selects = {d: Select(title=coords["axis_titles"][d], value=coords["labels"][d][0], options=list(zip(coords["labels"][d], coords["shown"][d])),
                          name=f"select_{d}", width=130) for d in dims}
     numeric = [d for d in dims if d != "sample" and all(v is not None and v > 0 for v in coords["values"][d]) and len(coords["labels"][d]) > 1]
     x_choices = numeric or [d for d in dims if d in MAP_DIMS]
     xaxis = Select(title="x axis (step time)", value="bandwidth" if "bandwidth" in x_choices else x_choices[0], options=x_choices, name="select_x", width=160)
+    return selects, xaxis
 
+
+def _winner_map(data: dict[str, Any]) -> dict[str, Any]:
+    """The winner map over bandwidth × latency (its source filled by the script) and its legend."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    names = data["names"]
     map_columns = ["left", "right", "bottom", "top", "color", "winner", "flip", "bandwidth", "latency", "line"] + [f"t{k}" for k in range(len(names))]
     map_source = ColumnDataSource({c: [] for c in map_columns}, name="map_source")
     map_fig = figure(title="Fastest schedule (simulated step time)", x_axis_type="log", y_axis_type="log", width=620, height=430,
@@ -421,13 +447,20 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
     tooltips += [(f"t_sim {n}", f"@t{k}") for k, n in enumerate(names)]
     tooltips.append(("flip vs formula", "@flip"))
     map_fig.add_tools(HoverTool(tooltips=tooltips))
-    legend = Div(text=_legend_html(data), width=260, name="legend")
+    legend = _div(text=_legend_html(data), width=260, name="legend")
+    return dict(source=map_source, figure=map_fig, legend=legend)
+
+
+def _step_time_plot(data: dict[str, Any], colors: list[str], xaxis: Any) -> dict[str, Any]:
+    """Step time against the chosen x axis: one line (and its source) per schedule."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
 
     line_fig = figure(title="Step time", x_axis_type="log", y_axis_type="log", width=620, height=360,
-                      y_axis_label=f"t_sim ({t_unit})", tools="pan,wheel_zoom,box_zoom,reset,save", name="step_time")
+                      y_axis_label=f"t_sim ({data['t_unit'][1]})", tools="pan,wheel_zoom,box_zoom,reset,save", name="step_time")
     line_fig.xaxis[0].formatter = _tick_formatter(xaxis)
     line_sources = []
-    for k, name in enumerate(names):
+    for k, name in enumerate(data["names"]):
         source = ColumnDataSource({"x": [], "y": [], "label": [], "value": []}, name=f"line_{name}")
         line_fig.line("x", "y", source=source, color=colors[k], line_width=2, legend_label=name)
         line_fig.scatter("x", "y", source=source, color=colors[k], size=6, legend_label=name)
@@ -435,52 +468,83 @@ def build_page(dataset: xr.Dataset, title: str = "ppsweep explorer", data: dict[
     line_fig.add_tools(HoverTool(tooltips=[("x", "@label"), ("t_sim", "@value")]))
     line_fig.legend.location = "top_right"
     line_fig.legend.click_policy = "hide"
+    return dict(figure=line_fig, sources=line_sources)
+
+
+def _memory_plot(data: dict[str, Any]) -> dict[str, Any]:
+    """The bottleneck worker's memory per schedule (persistent; persistent + peak activations) and its note."""
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend
+    from bokeh.plotting import figure
+    from bokeh.transform import dodge
 
     mem_source = ColumnDataSource({"schedule": [], "persistent": [], "peak": [], "persistent_text": [], "peak_text": [], "color": [], "floor": []}, name="memory_source")
-    mem_fig = figure(title="Peak memory of the bottleneck worker at the selected (p, m)", x_range=FactorRange(*names), y_axis_type="log",
-                     width=620, height=330, y_axis_label=b_unit, tools="save", name="memory")
+    mem_fig = figure(title="Peak memory of the bottleneck worker at the selected (p, m)", x_range=FactorRange(*data["names"]), y_axis_type="log",
+                     width=620, height=330, y_axis_label=data["b_unit"][1], tools="save", name="memory")
     solid = mem_fig.vbar(x=dodge("schedule", -0.2, range=mem_fig.x_range), top="persistent", bottom="floor", width=0.35, source=mem_source, fill_color="color", line_color=None)
     light = mem_fig.vbar(x=dodge("schedule", 0.2, range=mem_fig.x_range), top="peak", bottom="floor", width=0.35, source=mem_source, fill_color="color", fill_alpha=0.4, line_color=None)
     mem_fig.add_tools(HoverTool(tooltips=[("schedule", "@schedule"), ("persistent", "@persistent_text"), ("peak", "@peak_text")]))
     mem_fig.add_layout(Legend(items=[("persistent", [solid]), ("persistent + peak activations", [light])], orientation="horizontal"), "below")
-    mem_note = Div(text=f"<small>{MEMORY_NOTE}</small>", width=620)
+    mem_note = _div(text=f"<small>{MEMORY_NOTE}</small>", width=620)
+    return dict(source=mem_source, figure=mem_fig, note=mem_note)
 
-    status = Div(text="", width=1250, name="status")
-    holder = _page_model()(data=data, name="page_data")
-    args: dict[str, Any] = dict(page=holder, selects=selects, xaxis=xaxis, map_source=map_source, line_sources=line_sources,
-                                line_axis=line_fig.xaxis[0], line_yaxis=line_fig.yaxis[0], mem_yaxis=mem_fig.yaxis[0],
-                                mem_source=mem_source, status=status, colors=colors)
-    sample_panels = []
-    if data["has_sample"]:
-        pwin_source = ColumnDataSource({"schedule": [], "pwin": [], "text": [], "color": []}, name="pwin_source")
-        pwin_fig = figure(title="P(win): share of samples where the schedule is fastest", x_range=FactorRange(*names), y_range=(0, 1.05),
-                          width=620, height=300, tools="save", name="pwin")
-        pwin_fig.vbar(x="schedule", top="pwin", width=0.6, source=pwin_source, fill_color="color", line_color=None)
-        pwin_fig.add_tools(HoverTool(tooltips=[("schedule", "@schedule"), ("P(win)", "@text")]))
-        regret_source = ColumnDataSource({"by": [], "regret": [], "text": []}, name="regret_source")
-        regret_fig = figure(title="Regret of choosing by formula / table (mean over samples)", x_range=FactorRange("formula", "table"),
-                            width=620, height=300, y_axis_label="%", tools="save", name="regret")
-        regret_fig.vbar(x="by", top="regret", width=0.5, source=regret_source, fill_color="#8172B3", line_color=None)
-        regret_fig.add_tools(HoverTool(tooltips=[("chosen by", "@by"), ("regret", "@text")]))
-        args.update(pwin_source=pwin_source, regret_source=regret_source)
-        sample_panels = [row(pwin_fig, regret_fig)]
+
+def _sample_panels(names: list[str], args: dict[str, Any]) -> list[Any]:
+    """A noisy store's P(win) and regret plots, as one row; their sources go into the script's ``args``."""
+    from bokeh.layouts import row
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+    from bokeh.plotting import figure
+
+    pwin_source = ColumnDataSource({"schedule": [], "pwin": [], "text": [], "color": []}, name="pwin_source")
+    pwin_fig = figure(title="P(win): share of samples where the schedule is fastest", x_range=FactorRange(*names), y_range=(0, 1.05),
+                      width=620, height=300, tools="save", name="pwin")
+    pwin_fig.vbar(x="schedule", top="pwin", width=0.6, source=pwin_source, fill_color="color", line_color=None)
+    pwin_fig.add_tools(HoverTool(tooltips=[("schedule", "@schedule"), ("P(win)", "@text")]))
+    regret_source = ColumnDataSource({"by": [], "regret": [], "text": []}, name="regret_source")
+    regret_fig = figure(title="Regret of choosing by formula / table (mean over samples)", x_range=FactorRange("formula", "table"),
+                        width=620, height=300, y_axis_label="%", tools="save", name="regret")
+    regret_fig.vbar(x="by", top="regret", width=0.5, source=regret_source, fill_color="#8172B3", line_color=None)
+    regret_fig.add_tools(HoverTool(tooltips=[("chosen by", "@by"), ("regret", "@text")]))
+    args.update(pwin_source=pwin_source, regret_source=regret_source)
+    return [row(pwin_fig, regret_fig)]
+
+
+def _redraw_on_change(args: dict[str, Any], widgets: list[Any], holder: Any) -> Any:
+    """The page's script (:data:`_UPDATE_JS` over ``args``), run as a selector changes and as the
+    page data changes (the served page: the selectors' new values reach the server, which sends
+    the selection's part)."""
+    from bokeh.models import CustomJS
+
     update = CustomJS(args=args, code=_UPDATE_JS)
-    # The page redraws as a selector changes, and as the page data changes (the served page: the
-    # selectors' new values reach the server, which sends the selection's part).
-    for widget in [*selects.values(), xaxis]:
+    for widget in widgets:
         widget.js_on_change("value", update)
     holder.js_on_change("data", update)
+    return update
 
-    header = Div(text=f"<h2 style='margin:4px 0'>{title}</h2><p style='margin:0'>{_describe(dataset)}</p>", width=1250)
-    layout = column(
+
+def _page_layout(dataset: xr.Dataset, title: str, selects: dict[str, Any], xaxis: Any, status: Any,
+                 winner_map: dict[str, Any], step_time: dict[str, Any], memory: dict[str, Any], sample_panels: list[Any]) -> Any:
+    """The header, the selectors, the status line and the plots, top to bottom."""
+    from bokeh.layouts import column, row
+
+    header = _div(text=f"<h2 style='margin:4px 0'>{title}</h2><p style='margin:0'>{_describe(dataset)}</p>", width=1250)
+    return column(
         header,
         row(*selects.values(), xaxis),
         status,
-        row(map_fig, legend),
-        row(line_fig, column(mem_fig, mem_note)),
+        row(winner_map["figure"], winner_map["legend"]),
+        row(step_time["figure"], column(memory["figure"], memory["note"])),
         *sample_panels,
         name="page",
     )
+
+
+def _fill_document(document: Any, layout: Any, holder: Any, title: str, selects: dict[str, Any], xaxis: Any, update: Any) -> Any:
+    """``document`` (default: a new one) with the page and the data model as roots, and the
+    script that applies the address's selection (:data:`_READY_JS`) when the page opens."""
+    from bokeh.document import Document
+    from bokeh.events import DocumentReady
+    from bokeh.models import CustomJS
+
     document = Document() if document is None else document
     document.add_root(layout)
     document.add_root(holder)  # the served page's callbacks find it by name
