@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppsweep import usable_cores
+from ppsweep import engine_threads
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine import reference as _reference
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
@@ -615,9 +615,9 @@ def _noise_layout(program: Program, table: ScheduleTable) -> _NoiseLayout:
 
 
 def _scan_workers() -> int:
-    """Threads that run scan tiles side by side on one device (every core: XLA's CPU kernels of a
-    tile this small use one core each)."""
-    return usable_cores()
+    """Threads that run scan tiles side by side on one device: this evaluator's share of the cores
+    (:func:`ppsweep.engine_threads`; XLA's CPU kernels of a tile this small use one core each)."""
+    return engine_threads()
 
 
 def _placement(n_devices: int):
