@@ -897,12 +897,25 @@ class EnvelopeBackend:
 
     def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
                  worker_node: tuple[int, ...] | None = None) -> str | None:
+        return self._refusal(table, costs, mode, noise, cap, worker_node, None)
+
+    def auto_refusal(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                     worker_node: tuple[int, ...] | None = None) -> str | None:
+        """Why ``auto`` should scan instead: :meth:`supports`' reasons, or a programme that would cost
+        more than the scan of the grid's points (its work past :func:`envelope_budget`)."""
+        budget = envelope_budget(compiled_for(table).program, int(np.prod(costs.batch, dtype=np.int64)))
+        return self._refusal(table, costs, mode, noise, cap, worker_node, budget)
+
+    def _refusal(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, cap: int,
+                 worker_node: tuple[int, ...] | None, budget: int | None) -> str | None:
         if noise is not None:
             return "per-operation noise needs a scan"
         refused = _compile_refusal(table, mode)
         if refused is not None:
             return refused
-        built = self._built(table, costs, mode, cap, worker_node)
+        built = self._built(table, costs, mode, cap, worker_node, budget)
+        if isinstance(built[1], _envelope.EnvelopeOverBudget):
+            return f"its programme would cost more than the scan ({built[1]})"
         if isinstance(built[1], _envelope.EnvelopeTooLarge):
             return f"needs more than cap={cap} vectors"
         return None
@@ -916,25 +929,44 @@ class EnvelopeBackend:
         feats, env = prepared.built
         return _simulate_envelope(compiled_for(prepared.table), costs, feats, env, mode, dtype, chunk, finish, prepared.tiers)
 
-    def _built(self, table: ScheduleTable, costs: Costs, mode: str, cap: int, worker_node: tuple[int, ...] | None) -> tuple[Any, Any]:
+    def _built(self, table: ScheduleTable, costs: Costs, mode: str, cap: int, worker_node: tuple[int, ...] | None,
+               budget: int | None = None) -> tuple[Any, Any]:
         """The features of ``costs`` (messages on the tiers of ``worker_node``) and the envelope they
-        compile to (or its EnvelopeTooLarge): the last ones asked for on this thread are kept, so
-        that supports, then prepare, build them once."""
+        compile to within ``budget`` (or its EnvelopeTooLarge): the last ones asked for on this
+        thread are kept, so that auto_refusal or supports, then prepare, build them once (an
+        envelope built within a budget serves any budget)."""
         compiled = compiled_for(table)
         with jax.enable_x64(True):
             tiers = compiled.tiers(worker_node)
-        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, built
-        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node):
-            return last[5]
+        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, budget, built
+        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node) \
+                and (last[5] == budget or not isinstance(last[6][1], _envelope.EnvelopeOverBudget)):
+            return last[6]
         feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
                                    ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-        built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers))
-        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, built)
+        built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers, budget))
+        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, budget, built)
         return built
 
 
 #: One-entry memo of :meth:`EnvelopeBackend._built` per thread.
 _ENVELOPE_MEMO = threading.local()
+
+#: Work of the envelope's programme (:func:`ppsweep.engine.native_envelope.run_waves`) that ``auto``
+#: allows per operation of the table and point of the grid before it scans instead: the compiled
+#: scan's cost of those points (measured: 0.7-1.0 ns per unit of work against 1.2-3.7 ns per
+#: operation and point for a one-thread scan of 256 points; docs/performance.md).
+ENVELOPE_WORK_PER_OP_POINT = 2.0
+
+#: Work ``auto`` allows the envelope's programme whatever the grid (about a millisecond): below
+#: it the choice costs nothing worth a changed last bit.
+ENVELOPE_MIN_WORK = 1_000_000
+
+
+def envelope_budget(program: Program, points: int) -> int:
+    """Most work ``auto`` lets the envelope's programme do for ``program`` over ``points`` points:
+    :data:`ENVELOPE_WORK_PER_OP_POINT` per operation and point, at least :data:`ENVELOPE_MIN_WORK`."""
+    return max(ENVELOPE_MIN_WORK, int(ENVELOPE_WORK_PER_OP_POINT * program.n_ops * points))
 
 
 @dataclass(frozen=True)
