@@ -459,7 +459,7 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     k = 0 if factors is None else factors.compute.shape[-1]
     noisy = None if factors is None else step_factors(steps, factors.compute, factors.message, np.dtype(dtype))
     n = point.alpha.shape[-1] * max(k, 1)  # points (with noise: groups × samples)
-    state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
+    state_rows = 2 * (program.p + steps.n_regs + steps.n_res + steps.sync_holders.size + program.p + program.n_sync)
     workers = _scan_workers()
     # every core a tile at least (small grids), each no larger than the caches hold
     tile = max(1, min(chunk, -(-n // workers), _native_tile(state_rows + point.dur.shape[0] + 2, np.dtype(dtype).itemsize)))
@@ -484,10 +484,12 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
 
 def _native_tile(rows: int, itemsize: int) -> int:
     """Most points of a compiled-loop tile whose ``rows`` rows of floats fit :data:`TILE_BYTES`: a
-    power of two, at least 16. Measured on 2 cores, 256 points (the design sweep's grid): tables of
+    power of two, at least 256. Measured on 2 cores, 256 points (the design sweep's grid): tables of
     p = 32-64 run 2-2.6x faster with 1 MiB than with 256 KiB (fewer, longer loops per step); p = 8,
-    m = 32 is as fast with 128 KiB to 2 MiB."""
-    tile = 16
+    m = 32 is as fast with 128 KiB to 2 MiB; p = 16-64, one thread, 256-point tiles beat 128-point
+    ones by 1.1-1.6x and 16-point ones by 4-6x however many rows (each step's fixed cost, about
+    60 ns, is paid once per tile)."""
+    tile = 256
     while 2 * tile * rows * itemsize <= TILE_BYTES:  # twice the tile still fits
         tile *= 2
     return tile

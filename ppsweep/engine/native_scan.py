@@ -236,12 +236,13 @@ def _synchronise(k, st, layout, src, rows, b, tol):
     """The gradient synchronisations, in the order they take their resources: each starts at the
     join of its holders' readiness and its resources (that priority), lasts its time, and frees its
     resources at its end (row ``ends + p + q``)."""
-    res, ready, p, ends = layout[1], layout[2], layout[3], layout[4]
+    res, ready, ends = layout[1], layout[2], layout[4]
+    p, width = layout[3], k.sync_holders.shape[1]
     for q in k.sync_order:
         n = 0
-        for h in k.sync_holders[q]:
-            if h >= 0:
-                rows[n] = ready + q * p + h
+        for j in range(width):
+            if k.sync_holders[q, j] >= 0:
+                rows[n] = ready + q * width + j  # holder j's readiness (NativeSteps.slot)
                 n += 1
         for h in k.sync_held[q]:
             if h >= 0:
@@ -306,10 +307,10 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out):
     p = fin_out.shape[0]
     n_sync = k.sync_order.shape[0]
     dtype = k.dur_t.dtype
-    # Rows of the state: workers, registers, resources, synchronisation readiness (the layout the
-    # end phase joins over), then each worker's end and the synchronisations' ends.
+    # Rows of the state: workers, registers, resources, synchronisation readiness (one row per
+    # holder of each synchronisation), then each worker's end and the synchronisations' ends.
     reg, res, ready = p, p + k.n_regs, p + k.n_regs + k.n_res
-    ends = ready + n_sync * p
+    ends = ready + n_sync * k.sync_holders.shape[1]
     layout = (reg, res, ready, p, ends)
     st = np.empty((ends + p + n_sync, 2, tile), dtype)
     dur = np.empty((k.dur_t.shape[1], tile), dtype)
@@ -344,7 +345,9 @@ class NativeSteps(NamedTuple):
       wave_start: ``(n_waves + 1,)`` first step of each wave.
       worker, row, dep, out, slot, link: per step, its worker, duration row, register read, register
         written, readiness slot and the directed link of its message (-1: none; the link gives its
-        tier, :meth:`ppsweep.engine.tiers.Tiers.lane_tier`).
+        tier, :meth:`ppsweep.engine.tiers.Tiers.lane_tier`). A readiness slot is ``q·H + j`` for holder
+        ``j`` of synchronisation ``q`` (``H``: the width of ``sync_holders``), one row per holder
+        where the program keeps ``p`` per synchronisation.
       held: ``(n_steps, k)`` the resources its message holds (-1: none).
       n_regs, n_res: registers and resources.
       blocks_sender: the sender is busy until its message arrives.
@@ -385,6 +388,13 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     for q, resources in enumerate(routing.sync_resources):
         sync_held[q, : len(resources)] = resources
     held = routing.lane_resources[t, w]
+    holders = (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
+               else np.full((0, 1), -1, dtype=np.int64))
+    # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
+    compact = np.full(program.n_sync * program.p + 1, -1, dtype=np.int64)
+    q, j = np.nonzero(holders >= 0)
+    compact[q * program.p + holders[q, j]] = q * holders.shape[1] + j
+    slot = steps(program.sync_slot, program.trash_sync)
     return NativeSteps(
         wave_start=np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64),
         worker=w.astype(np.int64),
@@ -392,14 +402,13 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
         dep=steps(program.dep_reg, program.zero_reg),
         out=steps(program.out_reg, program.trash_reg),
         held=np.ascontiguousarray(np.where(held < 0, -1, held), dtype=np.int64),
-        slot=steps(program.sync_slot, program.trash_sync),
+        slot=np.where(slot >= 0, compact[slot], -1),
         link=steps(program.link, program.trash_link),
         n_regs=program.n_regs,
         n_res=routing.n_resources,
         blocks_sender=routing.mode.blocks_sender,
         sync_order=program.sync_order.astype(np.int64),
-        sync_holders=np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
-        else np.full((0, 1), -1, dtype=np.int64),
+        sync_holders=holders,
         sync_held=sync_held,
     )
 
