@@ -77,3 +77,27 @@ def test_the_cache_answers_each_budget_as_a_build_with_it_would(tmp_path, monkey
     assert isinstance(cached(work, build=True), envelope_mod.Envelope)  # a larger budget builds again
     assert isinstance(cached(work - 1), envelope_mod.EnvelopeOverBudget)  # the stored envelope's work decides
     assert isinstance(cached(None), envelope_mod.Envelope)
+
+
+def test_a_routing_reads_back_equal_and_a_refusal_is_raised_again(tmp_path, monkeypatch):
+    from ppsweep.engine.comm import route
+
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(envelope_cache, "MIN_WAVES", 0)
+    table = build_schedule("chimera", 4, 8)
+    program = compiled_for(table).program
+    digest = envelope_cache.table_digest(table)
+    for mode in ("overlap", "contention", "ports"):
+        built = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: route(program, mode))
+        read = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: pytest.fail("routed again"))
+        assert read.mode == built.mode and read.n_resources == built.n_resources
+        assert read.sync_resources == built.sync_resources
+        for a, b in ((built.lane_resources, read.lane_resources), (built.rounds, read.rounds)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+    def refuse():
+        raise NotImplementedError("mode ports: refused")
+    with pytest.raises(NotImplementedError, match="refused"):
+        envelope_cache.cached_routing(lambda: "other", program, "ports", refuse)
+    with pytest.raises(NotImplementedError, match="refused"):
+        envelope_cache.cached_routing(lambda: "other", program, "ports", lambda: pytest.fail("routed again"))

@@ -134,7 +134,8 @@ class CompiledTable:
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
-        return self._cached(self._routes, mode, lambda: route(self.program, mode, self._table()))
+        return self._cached(self._routes, mode, lambda: _envelope_cache.cached_routing(
+            self.digest, self.program, mode, lambda: route(self.program, mode, self._table())))
 
     def lanes(self, mode: str) -> ScanLanes:
         """The scan's static shape and lane arrays (on the device, in blocks of waves) in ``mode``."""

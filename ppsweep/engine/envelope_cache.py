@@ -234,6 +234,57 @@ def cached_program(digest: Callable[[], str], cells: int, build: Callable[[], Pr
     return _cached_fields(directory / disk_cache.key_name(["program", digest(), code_version()]), Program, build)
 
 
+def cached_routing(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
+    """A table's :class:`~ppsweep.engine.comm.Routing` in ``mode`` from the cache, or ``build()`` (then
+    stored); a refusal (the NotImplementedError ``build`` raises) is stored and raised again.
+
+    A warm run needs the routing only to know the mode runs (the scan's steps and the envelopes are
+    on disk), and ``ports`` orders every message of the table to route it.
+
+    Args:
+      digest: gives the table's :func:`table_digest` (called only when the cache is used).
+      program: the table's program (its size decides whether the cache is used).
+      mode: communication mode.
+      build: routes the program (:func:`ppsweep.engine.comm.route`).
+
+    Returns:
+      What ``build()`` returns, array for array.
+    """
+    from ppsweep.engine.comm import MODE_RULES, Routing
+
+    directory = cache_dir()
+    if directory is None or program.n_waves < MIN_WAVES:
+        return build()
+    path = directory / disk_cache.key_name(["routing", digest(), mode, code_version()])
+    read = disk_cache.read_npz(path)
+    if read is not None:
+        meta, arrays = read
+        try:
+            if meta["kind"] == "refused":
+                raise NotImplementedError(str(meta["message"]))
+            if meta["kind"] == "routing":
+                bounds = np.concatenate([[0], np.cumsum(arrays["sync_counts"])]).astype(np.int64)
+                flat = arrays["sync_flat"].astype(np.int64).tolist()
+                return Routing(mode=MODE_RULES[mode], n_resources=int(meta["n_resources"]),
+                               lane_resources=arrays["lane_resources"].astype(np.int64),
+                               rounds=arrays["rounds"].astype(np.int64),
+                               sync_resources=tuple(tuple(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:])))
+        except (KeyError, TypeError, ValueError):
+            pass
+    try:
+        built = build()
+    except NotImplementedError as err:
+        disk_cache.write_npz(path, {"kind": "refused", "message": str(err)}, {})
+        raise
+    disk_cache.write_npz(path, {"kind": "routing", "n_resources": int(built.n_resources)}, {
+        "lane_resources": disk_cache.narrow(np.asarray(built.lane_resources, dtype=np.int64)),
+        "rounds": disk_cache.narrow(np.asarray(built.rounds, dtype=np.int64)),
+        "sync_counts": np.array([len(r) for r in built.sync_resources], dtype=np.int64),
+        "sync_flat": np.array([i for r in built.sync_resources for i in r], dtype=np.int64),
+    })
+    return built
+
+
 def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
     """The compiled scan's steps of a table in ``mode`` (:func:`ppsweep.engine.native_scan.native_steps`)
     from the cache, or ``build()`` (then stored).
