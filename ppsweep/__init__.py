@@ -70,3 +70,21 @@ _moved.install()
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity where the OS tells it), at least 1."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+#: Evaluators of the current run sharing this machine's cores (:func:`share_cores`).
+_SHARERS = 1
+
+
+def share_cores(evaluators: int) -> None:
+    """Declare that ``evaluators`` evaluators (this process's and others) now share the cores, so that
+    each engine call takes its share of them (:func:`engine_threads`); 1 when the run ends.
+    :mod:`ppsweep.sweep.parallel` calls it in every evaluator."""
+    global _SHARERS
+    _SHARERS = max(1, int(evaluators))
+
+
+def engine_threads() -> int:
+    """Threads one engine call may run side by side: the usable cores divided among the evaluators
+    sharing them (:func:`share_cores`), at least 1. Results do not depend on it."""
+    return max(1, usable_cores() // _SHARERS)

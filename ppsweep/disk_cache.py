@@ -135,12 +135,17 @@ def content_digest(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     return digest.hexdigest()
 
 
+#: Deflate level of the cache files: level 1 writes the design sweep's largest files 3.6x faster
+#: than numpy's default (6), for files a third larger (measured on 40 table and engine files).
+COMPRESS_LEVEL = 1
+
+
 def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON) and ``arrays`` to ``path`` atomically: a temporary file in the same
     directory, then a rename. A disk that refuses (read-only, full) is ignored: a cache is an
-    optimisation only. The file is compressed (deflate): tables, programs and step arrays are
-    mostly repeated values, and shrink 13-50x on the design sweep's largest files, while a read
-    costs about 1.5x an uncompressed one (a few milliseconds).
+    optimisation only. The file is an ``.npz`` compressed with deflate at level :data:`COMPRESS_LEVEL`:
+    tables, programs and step arrays are mostly repeated values, and shrink 13-50x on the design
+    sweep's largest files, while a read costs about 1.5x an uncompressed one (a few milliseconds).
 
     Args:
       path: the file; its directory is created if needed.
@@ -154,7 +159,10 @@ def write_npz(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
             with os.fdopen(fd, "wb") as handle:
                 plain = json.loads(json.dumps(meta))  # as read back (tuples as lists, keys as strings)
                 sealed = {**plain, DIGEST: content_digest(path.name, plain, arrays)}
-                np.savez_compressed(handle, meta=np.array(json.dumps(sealed)), **arrays)
+                with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as archive:
+                    for key, value in {"meta": np.array(json.dumps(sealed)), **arrays}.items():
+                        with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                            np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

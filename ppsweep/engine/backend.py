@@ -13,7 +13,9 @@ A *backend* computes :class:`SimResult` for one table over a grid of points of i
   tables whose envelope stays within ``cap`` vectors.
 
 ``simulate(table, costs, mode, backend="auto")`` asks :func:`choose`: ``auto`` takes the
-supporting backend of highest :attr:`Backend.priority` (``None``: never automatic), ``scan`` the
+supporting backend of highest :attr:`Backend.priority` (``None``: never automatic) that does not
+decline the case as not worth it (an optional ``auto_refusal``, same arguments as
+:meth:`Backend.supports`: the envelope where its programme would cost more than the scan), ``scan`` the
 same among the scans; a named backend runs if it supports the case, else a ValueError gives its
 reason. The result says which backend ran and why (:attr:`SimResult.backend`, :attr:`SimResult.reason`).
 
@@ -191,7 +193,10 @@ def choose(table: Any, costs: Any, mode: str, noise: Any, backend: str = AUTO, c
         candidates = [b for b in _REGISTRY.values() if b.priority is not None and (backend == AUTO or b.is_scan)]
     passed = []
     for candidate in sorted(candidates, key=lambda b: -b.priority):
-        why = candidate.supports(table, costs, mode, noise, cap=cap, worker_node=worker_node)
+        refusal = getattr(candidate, "auto_refusal", None)
+        why = None if refusal is None else refusal(table, costs, mode, noise, cap=cap, worker_node=worker_node)
+        if why is None:
+            why = candidate.supports(table, costs, mode, noise, cap=cap, worker_node=worker_node)
         if why is None:
             return candidate, f"{backend}: " + "; ".join(passed + [f"{candidate.name} supports it"])
         passed.append(f"not {candidate.name} ({why})")

@@ -134,7 +134,8 @@ class CompiledTable:
 
     def routing(self, mode: str) -> Routing:
         """Resources of messages and synchronisations in ``mode``."""
-        return self._cached(self._routes, mode, lambda: route(self.program, mode, self._table()))
+        return self._cached(self._routes, mode, lambda: _envelope_cache.cached_routing(
+            self.digest, self.program, mode, lambda: route(self.program, mode, self._table())))
 
     def lanes(self, mode: str) -> ScanLanes:
         """The scan's static shape and lane arrays (on the device, in blocks of waves) in ``mode``."""
@@ -152,24 +153,27 @@ class CompiledTable:
         return self._cached(self._tier_lanes, tiers.worker_node, lambda: _tier_blocks(self.program, tiers))
 
     def envelope(self, mode: str, weights: np.ndarray, comm: np.ndarray, key: tuple, cap: int,
-                 tiers: Tiers | None = None) -> Any:
+                 tiers: Tiers | None = None, budget: int | None = None) -> Any:
         """The envelope of ``mode`` for feature ``weights`` (identified by ``key``) with messages on
-        ``tiers`` (default: every one between nodes), or the
+        ``tiers`` (default: every one between nodes), its programme's work within ``budget`` (None:
+        no limit; :func:`ppsweep.engine.envelope.build_envelope`), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
         tiers = self.tiers(None) if tiers is None else tiers
 
         def build():
             try:
-                return _envelope.build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode), tiers=tiers)
+                return _envelope.build_envelope(self.program, mode, weights, comm, cap, routing=self.routing(mode), tiers=tiers,
+                                                budget=budget)
             except _envelope.EnvelopeTooLarge as err:
                 # The verdict, not the raised error: its traceback would keep the callers' frames,
                 # and with them this table and its compiled form, alive as long as the cache.
-                return _envelope.EnvelopeTooLarge(*err.args)
+                return type(err)(*err.args)
 
         def from_disk():
-            return _envelope_cache.cached_envelope(self.digest, self.program, mode, weights, comm, cap, build, tiers.key())
+            return _envelope_cache.cached_envelope(self.digest, self.program, mode, weights, comm, cap, build, tiers.key(),
+                                                   budget)
 
-        return self._cached(self._envelopes, (mode, cap) + key + tiers.key(), from_disk)
+        return self._cached(self._envelopes, (mode, cap) + key + tiers.key() + (budget,), from_disk)
 
     def digest(self) -> str:
         """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppsweep import usable_cores
+from ppsweep import engine_threads
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine import reference as _reference
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
@@ -459,7 +459,7 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     k = 0 if factors is None else factors.compute.shape[-1]
     noisy = None if factors is None else step_factors(steps, factors.compute, factors.message, np.dtype(dtype))
     n = point.alpha.shape[-1] * max(k, 1)  # points (with noise: groups × samples)
-    state_rows = 2 * (program.p + steps.n_regs + steps.n_res + program.n_sync * program.p + program.p + program.n_sync)
+    state_rows = 2 * (program.p + steps.n_regs + steps.n_res + steps.sync_holders.size + program.p + program.n_sync)
     workers = _scan_workers()
     # every core a tile at least (small grids), each no larger than the caches hold
     tile = max(1, min(chunk, -(-n // workers), _native_tile(state_rows + point.dur.shape[0] + 2, np.dtype(dtype).itemsize)))
@@ -484,10 +484,12 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
 
 def _native_tile(rows: int, itemsize: int) -> int:
     """Most points of a compiled-loop tile whose ``rows`` rows of floats fit :data:`TILE_BYTES`: a
-    power of two, at least 16. Measured on 2 cores, 256 points (the design sweep's grid): tables of
+    power of two, at least 256. Measured on 2 cores, 256 points (the design sweep's grid): tables of
     p = 32-64 run 2-2.6x faster with 1 MiB than with 256 KiB (fewer, longer loops per step); p = 8,
-    m = 32 is as fast with 128 KiB to 2 MiB."""
-    tile = 16
+    m = 32 is as fast with 128 KiB to 2 MiB; p = 16-64, one thread, 256-point tiles beat 128-point
+    ones by 1.1-1.6x and 16-point ones by 4-6x however many rows (each step's fixed cost, about
+    60 ns, is paid once per tile)."""
+    tile = 256
     while 2 * tile * rows * itemsize <= TILE_BYTES:  # twice the tile still fits
         tile *= 2
     return tile
@@ -615,9 +617,9 @@ def _noise_layout(program: Program, table: ScheduleTable) -> _NoiseLayout:
 
 
 def _scan_workers() -> int:
-    """Threads that run scan tiles side by side on one device (every core: XLA's CPU kernels of a
-    tile this small use one core each)."""
-    return usable_cores()
+    """Threads that run scan tiles side by side on one device: this evaluator's share of the cores
+    (:func:`ppsweep.engine_threads`; XLA's CPU kernels of a tile this small use one core each)."""
+    return engine_threads()
 
 
 def _placement(n_devices: int):
@@ -894,12 +896,25 @@ class EnvelopeBackend:
 
     def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
                  worker_node: tuple[int, ...] | None = None) -> str | None:
+        return self._refusal(table, costs, mode, noise, cap, worker_node, None)
+
+    def auto_refusal(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                     worker_node: tuple[int, ...] | None = None) -> str | None:
+        """Why ``auto`` should scan instead: :meth:`supports`' reasons, or a programme that would cost
+        more than the scan of the grid's points (its work past :func:`envelope_budget`)."""
+        budget = envelope_budget(compiled_for(table).program, int(np.prod(costs.batch, dtype=np.int64)))
+        return self._refusal(table, costs, mode, noise, cap, worker_node, budget)
+
+    def _refusal(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, cap: int,
+                 worker_node: tuple[int, ...] | None, budget: int | None) -> str | None:
         if noise is not None:
             return "per-operation noise needs a scan"
         refused = _compile_refusal(table, mode)
         if refused is not None:
             return refused
-        built = self._built(table, costs, mode, cap, worker_node)
+        built = self._built(table, costs, mode, cap, worker_node, budget)
+        if isinstance(built[1], _envelope.EnvelopeOverBudget):
+            return f"its programme would cost more than the scan ({built[1]})"
         if isinstance(built[1], _envelope.EnvelopeTooLarge):
             return f"needs more than cap={cap} vectors"
         return None
@@ -913,25 +928,44 @@ class EnvelopeBackend:
         feats, env = prepared.built
         return _simulate_envelope(compiled_for(prepared.table), costs, feats, env, mode, dtype, chunk, finish, prepared.tiers)
 
-    def _built(self, table: ScheduleTable, costs: Costs, mode: str, cap: int, worker_node: tuple[int, ...] | None) -> tuple[Any, Any]:
+    def _built(self, table: ScheduleTable, costs: Costs, mode: str, cap: int, worker_node: tuple[int, ...] | None,
+               budget: int | None = None) -> tuple[Any, Any]:
         """The features of ``costs`` (messages on the tiers of ``worker_node``) and the envelope they
-        compile to (or its EnvelopeTooLarge): the last ones asked for on this thread are kept, so
-        that supports, then prepare, build them once."""
+        compile to within ``budget`` (or its EnvelopeTooLarge): the last ones asked for on this
+        thread are kept, so that auto_refusal or supports, then prepare, build them once (an
+        envelope built within a budget serves any budget)."""
         compiled = compiled_for(table)
         with jax.enable_x64(True):
             tiers = compiled.tiers(worker_node)
-        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, built
-        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node):
-            return last[5]
+        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, budget, built
+        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node) \
+                and (last[5] == budget or not isinstance(last[6][1], _envelope.EnvelopeOverBudget)):
+            return last[6]
         feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
                                    ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-        built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers))
-        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, built)
+        built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers, budget))
+        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, budget, built)
         return built
 
 
 #: One-entry memo of :meth:`EnvelopeBackend._built` per thread.
 _ENVELOPE_MEMO = threading.local()
+
+#: Work of the envelope's programme (:func:`ppsweep.engine.native_envelope.run_waves`) that ``auto``
+#: allows per operation of the table and point of the grid before it scans instead: the compiled
+#: scan's cost of those points (measured: 0.7-1.0 ns per unit of work against 1.2-3.7 ns per
+#: operation and point for a one-thread scan of 256 points; docs/performance.md).
+ENVELOPE_WORK_PER_OP_POINT = 2.0
+
+#: Work ``auto`` allows the envelope's programme whatever the grid (about a millisecond): below
+#: it the choice costs nothing worth a changed last bit.
+ENVELOPE_MIN_WORK = 1_000_000
+
+
+def envelope_budget(program: Program, points: int) -> int:
+    """Most work ``auto`` lets the envelope's programme do for ``program`` over ``points`` points:
+    :data:`ENVELOPE_WORK_PER_OP_POINT` per operation and point, at least :data:`ENVELOPE_MIN_WORK`."""
+    return max(ENVELOPE_MIN_WORK, int(ENVELOPE_WORK_PER_OP_POINT * program.n_ops * points))
 
 
 @dataclass(frozen=True)

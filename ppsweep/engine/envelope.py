@@ -75,6 +75,21 @@ class EnvelopeTooLarge(Exception):
     """A table whose envelope needs more vectors than the cap at some node of its event graph."""
 
 
+class EnvelopeOverBudget(EnvelopeTooLarge):
+    """A table whose envelope programme needs more work than its budget (:func:`build_envelope`).
+
+    Attributes:
+      budget: the budget the programme passed (it needs more than this).
+    """
+
+    def __init__(self, message: str, budget: int):
+        super().__init__(message, budget)
+        self.budget = int(budget)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 # --------------------------------------------------------------------------------------------
 # features
 
@@ -281,6 +296,8 @@ class Envelope:
       comm: ``(J,)`` True on communication features.
       depth: maximum nodes on a path (scales the tie band).
       largest: largest set kept at any node.
+      work: the compiled programme's work (:func:`ppsweep.engine.native_envelope.run_waves`; 0 from
+        the reference walk, which does not count it).
     """
 
     t_sim: np.ndarray
@@ -289,6 +306,7 @@ class Envelope:
     comm: np.ndarray
     depth: int
     largest: int
+    work: int = 0
 
     @property
     def n_vectors(self) -> int:
@@ -368,7 +386,8 @@ class _SetAlgebra:
 
 
 def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int = DEFAULT_CAP,
-                   routing: Routing | None = None, native: bool = True, tiers: Tiers | None = None) -> Envelope:
+                   routing: Routing | None = None, native: bool = True, tiers: Tiers | None = None,
+                   budget: int | None = None) -> Envelope:
     """Enumerate the maximal path vectors of ``program`` in ``mode`` (module docstring).
 
     The programme walks the same waves, registers, resources and synchronisations as the scan
@@ -387,9 +406,12 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         lane by lane in numpy.
       tiers: the tier of each link and synchronisation (default: every one between nodes); a
         message adds its tier's latency and wire vectors.
+      budget: most work the compiled programme may do (:func:`ppsweep.engine.native_envelope.run_waves`);
+        None: no limit. The reference walk (``native=False`` or more than 128 features) has none.
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
+      EnvelopeOverBudget: (an EnvelopeTooLarge) when the programme needs more work than ``budget``.
     """
     routing = route(program, mode) if routing is None else routing
     J = weights.shape[0]
@@ -408,9 +430,12 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
 
     native = native and native_envelope.supports(J)
     alg = _SetAlgebra(cap, native)
+    work = 0
     if native:  # the same walk, compiled
-        free, reg, res, ready, alg.largest, too_many = native_envelope.run_waves(program, routing, rows, wire, msg,
-                                                                                 cap, _SAME, lane_tier)
+        free, reg, res, ready, alg.largest, too_many, work = native_envelope.run_waves(
+            program, routing, rows, wire, msg, cap, _SAME, lane_tier, budget or 0)
+        if too_many < 0:
+            raise EnvelopeOverBudget(f"its programme needs more work than its budget ({budget})", budget)
         if too_many:
             raise EnvelopeTooLarge(f"{too_many} vectors at one node (cap {cap})")
     else:  # the reference: lane by lane
@@ -466,6 +491,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         comm=np.asarray(comm, dtype=bool),
         depth=program.n_ops + program.n_sync + 2,
         largest=alg.largest,
+        work=work,
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from ppsweep import disk_cache, import_graph
-from ppsweep.engine.envelope import Envelope, EnvelopeTooLarge
+from ppsweep.engine.envelope import Envelope, EnvelopeOverBudget, EnvelopeTooLarge
 from ppsweep.engine.program import Program
 from ppsweep.tables.cache import MIN_CELLS
 from ppsweep.tables.table import ScheduleTable
@@ -120,8 +120,13 @@ def cached_envelope(
     cap: int,
     build: Callable[[], Built],
     tiers: tuple = (),
+    budget: int | None = None,
 ) -> Built:
     """The envelope (or too-large verdict) from the cache, or ``build()`` (then stored).
+
+    One file per key whatever the budget: an envelope keeps its programme's work (over ``budget``:
+    the verdict :class:`EnvelopeOverBudget`, as its build with that budget would give), a verdict
+    "over budget B" answers every budget up to B (a larger one builds again and replaces it).
 
     Args:
       digest: gives the table's :func:`table_digest` (called only when the cache is used).
@@ -129,6 +134,7 @@ def cached_envelope(
       mode, weights, comm, cap: as in :func:`ppsweep.engine.envelope.build_envelope`.
       build: builds the envelope, returning the :class:`EnvelopeTooLarge` it raises.
       tiers: the tiers' :meth:`~ppsweep.engine.tiers.Tiers.key` it is built for.
+      budget: the programme's most work (None: no limit) that ``build`` keeps to.
 
     Returns:
       What ``build()`` returns, array for array.
@@ -138,7 +144,13 @@ def cached_envelope(
         return build()
     path = directory / envelope_key(digest(), mode, weights, comm, cap, tiers)
     hit = _read(path, program.p, np.asarray(comm, dtype=bool))
-    if hit is not None:
+    over = EnvelopeOverBudget(f"its programme needs more work than its budget ({budget})", budget or 0)
+    if isinstance(hit, Envelope):
+        return over if budget is not None and hit.work > budget else hit
+    if isinstance(hit, EnvelopeOverBudget):
+        if budget is not None and budget <= hit.budget:
+            return over
+    elif hit is not None:
         return hit
     built = build()
     _write(path, built)
@@ -154,6 +166,8 @@ def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
     try:
         if meta["kind"] == "too_large":
             return EnvelopeTooLarge(str(meta["message"]))
+        if meta["kind"] == "over_budget":
+            return EnvelopeOverBudget(str(meta["message"]), int(meta["budget"]))
         if meta["kind"] != "envelope":
             return None
         t_sim, compute, flags = arrays["t_sim"], arrays["compute"], arrays["comm"]
@@ -174,13 +188,17 @@ def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
             comm=flags,
             depth=int(meta["depth"]),
             largest=int(meta["largest"]),
+            work=int(meta["work"]),
         )
     except (KeyError, TypeError, ValueError):
         return None
 
 
 def _write(path: Path, built: Built) -> None:
-    """Store an envelope or a too-large verdict at ``path`` (atomically)."""
+    """Store an envelope or a too-large or over-budget verdict at ``path`` (atomically)."""
+    if isinstance(built, EnvelopeOverBudget):
+        disk_cache.write_npz(path, {"kind": "over_budget", "message": str(built), "budget": built.budget}, {})
+        return
     if isinstance(built, EnvelopeTooLarge):
         disk_cache.write_npz(path, {"kind": "too_large", "message": str(built)}, {})
         return
@@ -188,7 +206,7 @@ def _write(path: Path, built: Built) -> None:
     rows = np.concatenate([np.reshape(f, (-1, J)) for f in built.finish]) if built.finish else np.zeros((0, J))
     disk_cache.write_npz(
         path,
-        {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest)},
+        {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest), "work": int(built.work)},
         {
             "t_sim": built.t_sim,
             "finish_rows": rows,
@@ -214,6 +232,57 @@ def cached_program(digest: Callable[[], str], cells: int, build: Callable[[], Pr
     if directory is None or cells < MIN_CELLS:
         return build()
     return _cached_fields(directory / disk_cache.key_name(["program", digest(), code_version()]), Program, build)
+
+
+def cached_routing(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
+    """A table's :class:`~ppsweep.engine.comm.Routing` in ``mode`` from the cache, or ``build()`` (then
+    stored); a refusal (the NotImplementedError ``build`` raises) is stored and raised again.
+
+    A warm run needs the routing only to know the mode runs (the scan's steps and the envelopes are
+    on disk), and ``ports`` orders every message of the table to route it.
+
+    Args:
+      digest: gives the table's :func:`table_digest` (called only when the cache is used).
+      program: the table's program (its size decides whether the cache is used).
+      mode: communication mode.
+      build: routes the program (:func:`ppsweep.engine.comm.route`).
+
+    Returns:
+      What ``build()`` returns, array for array.
+    """
+    from ppsweep.engine.comm import MODE_RULES, Routing
+
+    directory = cache_dir()
+    if directory is None or program.n_waves < MIN_WAVES:
+        return build()
+    path = directory / disk_cache.key_name(["routing", digest(), mode, code_version()])
+    read = disk_cache.read_npz(path)
+    if read is not None:
+        meta, arrays = read
+        try:
+            if meta["kind"] == "refused":
+                raise NotImplementedError(str(meta["message"]))
+            if meta["kind"] == "routing":
+                bounds = np.concatenate([[0], np.cumsum(arrays["sync_counts"])]).astype(np.int64)
+                flat = arrays["sync_flat"].astype(np.int64).tolist()
+                return Routing(mode=MODE_RULES[mode], n_resources=int(meta["n_resources"]),
+                               lane_resources=arrays["lane_resources"].astype(np.int64),
+                               rounds=arrays["rounds"].astype(np.int64),
+                               sync_resources=tuple(tuple(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:])))
+        except (KeyError, TypeError, ValueError):
+            pass
+    try:
+        built = build()
+    except NotImplementedError as err:
+        disk_cache.write_npz(path, {"kind": "refused", "message": str(err)}, {})
+        raise
+    disk_cache.write_npz(path, {"kind": "routing", "n_resources": int(built.n_resources)}, {
+        "lane_resources": disk_cache.narrow(np.asarray(built.lane_resources, dtype=np.int64)),
+        "rounds": disk_cache.narrow(np.asarray(built.rounds, dtype=np.int64)),
+        "sync_counts": np.array([len(r) for r in built.sync_resources], dtype=np.int64),
+        "sync_flat": np.array([i for r in built.sync_resources for i in r], dtype=np.int64),
+    })
+    return built
 
 
 def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:

@@ -147,9 +147,10 @@ def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, no
 
 @numba.njit(cache=True, nogil=True)
 def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_base, res_base, ready_base, blocks_sender,
-           vecs, n_tiers, cap, same):
-    """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many)``
-    (``too_many``: rows kept by the first join past the cap, 0 if none). ``vecs``: the duration
+           vecs, n_tiers, cap, same, budget):
+    """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many, work)``
+    (``too_many``: rows kept by the first join past the cap, 0 if none, -1 where the work passed
+    ``budget`` first (0: no budget); ``work``: :func:`run_waves`'s count). ``vecs``: the duration
     rows, then per tier the wire and the message time (the last ``2·n_tiers`` rows); a step's
     message takes its ``tier``'s."""
     J = vecs.shape[1]
@@ -167,6 +168,7 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
     n_arrival = np.zeros(p, dtype=np.int64)
     target = np.zeros(p, dtype=np.int64)
     largest = 1
+    work = 0
     for t in range(wave_start.shape[0] - 1):
         n_writes = 0
         for s in range(wave_start[t], wave_start[t + 1]):
@@ -176,12 +178,16 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                 n = _load(pool, w, count[w], joined, 0)
                 n = _load(pool, reg_base + dep[s], count[reg_base + dep[s]], joined, n)
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
+                work += n * n
                 if k > cap:
-                    return pool, count, largest, k
+                    return pool, count, largest, k, work
                 largest = max(largest, k)
             else:
                 k = _load(pool, w, count[w], kept, 0)
             n_end = _plus(kept, k, vecs, row[s], end, 0)
+            work += n_end
+            if budget > 0 and work > budget:
+                return pool, count, largest, -1, work
             if out[s] >= 0:  # it sends: the message starts once its data and its resources are ready
                 wire = comm_base + 2 * tier[s]
                 msg = wire + 1
@@ -192,8 +198,9 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                         node = res_base + held[s, j]
                         n = _load(pool, node, count[node], joined, n)
                     k = prune_rows(joined, n, same, kept, keys, order, tol)
+                    work += n * n
                     if k > cap:
-                        return pool, count, largest, k
+                        return pool, count, largest, k, work
                     largest = max(largest, k)
                 for j in range(k_held):  # the resources it holds, free again after its wire time
                     node = res_base + held[s, j]
@@ -213,7 +220,7 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
         for i in range(n_writes):
             k = _load(arrival, i, n_arrival[i], kept, 0)
             count[target[i]] = _store(kept, k, pool, target[i])
-    return pool, count, largest, 0
+    return pool, count, largest, 0, work
 
 
 def supports(n_components: int) -> bool:
@@ -222,8 +229,8 @@ def supports(n_components: int) -> bool:
 
 
 def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int,
-              same: float, lane_tier: np.ndarray | None = None
-              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int]:
+              same: float, lane_tier: np.ndarray | None = None, budget: int = 0
+              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int, int]:
     """The wave loop of :func:`ppsweep.engine.envelope.build_envelope`, compiled.
 
     Args:
@@ -234,11 +241,14 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       cap: largest set kept at a node.
       same: the relative rounding tolerance of a join.
       lane_tier: ``(n_waves, p)`` the tier of each lane's message (default: all 0).
+      budget: most work (below) the walk may do before it stops (0: no limit).
 
     Returns:
-      ``(free, reg, resources, ready, largest, too_many)``: the sets after the last wave, one
-      ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, and
-      the rows kept by the first join past ``cap`` (0 if none: then the sets are meaningless).
+      ``(free, reg, resources, ready, largest, too_many, work)``: the sets after the last wave, one
+      ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, the
+      rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``
+      first: then the sets are meaningless), and the walk's work: the square of the rows entering
+      each join plus the rows of each operation's end, a deterministic count that follows its time.
     """
     t, w = np.nonzero(program.active)  # by wave, then worker
     if routing.n_rounds > 1:  # the reference's lane order: wave, round, worker
@@ -254,7 +264,7 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     ready_base = res_base + routing.n_resources
     wire, msg = np.atleast_2d(wire), np.atleast_2d(msg)
     tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64)[t, w]
-    pool, count, largest, too_many = _waves(
+    pool, count, largest, too_many, work = _waves(
         wave_start, w.astype(np.int64), program.cost_row[t, w].astype(np.int64),
         np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
         np.where(out == program.trash_reg, -1, out).astype(np.int64),
@@ -262,11 +272,11 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
         np.where(slot == program.trash_sync, -1, slot).astype(np.int64), tier,
         ready_base + n_ready, reg_base, res_base, ready_base, routing.mode.blocks_sender,
         np.concatenate([rows, np.stack([wire, msg], axis=1).reshape(-1, rows.shape[1])]).astype(np.float64),  # wire, msg per tier
-        int(wire.shape[0]), int(cap), float(same),
+        int(wire.shape[0]), int(cap), float(same), int(budget),
     )
     sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
     return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),
-            int(too_many))
+            int(too_many), int(work))
 
 
 def prune(vectors: np.ndarray, same: float) -> np.ndarray:

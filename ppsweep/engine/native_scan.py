@@ -76,42 +76,42 @@ def _compute(st, w, r, dur, d, b, tol):
 
 
 @numba.njit(cache=True, nogil=True)
-def _arrive(st, w, o, msg, b):
-    """A message sent at the end held by ``w`` arrives its message time later in register row ``o``
-    (communication: the path's compute time is unchanged)."""
+def _arrive(st, w, o, msg, mm, b):
+    """A message sent at the end held by ``w`` arrives its message time (row ``mm`` of ``msg``) later
+    in register row ``o`` (communication: the path's compute time is unchanged)."""
     for i in range(b):
-        st[o, T, i] = st[w, T, i] + msg[i]
+        st[o, T, i] = st[w, T, i] + msg[mm, i]
         st[o, P, i] = st[w, P, i]
 
 
 @numba.njit(cache=True, nogil=True)
-def _send_held_one(st, w, h, o, wire, msg, b, tol):
+def _send_held_one(st, w, h, o, wire, mw, msg, mm, b, tol):
     """A message holding one resource (row ``h``): it starts at the later of its data (first) and
     the resource being free, holds the resource for its wire time, arrives its message time after
-    its start."""
+    its start (rows ``mw`` of ``wire`` and ``mm`` of ``msg``)."""
     for i in range(b):
         et, ht, ep, hp = st[w, T, i], st[h, T, i], st[w, P, i], st[h, P, i]
         top = max(et, ht)
         path = ep if et >= tie_floor(top, tol) else hp
-        st[h, T, i] = top + wire[i]
+        st[h, T, i] = top + wire[mw, i]
         st[h, P, i] = path
-        st[o, T, i] = top + msg[i]
+        st[o, T, i] = top + msg[mm, i]
         st[o, P, i] = path
 
 
 @numba.njit(cache=True, nogil=True)
-def _send_held_two(st, w, e, g, o, wire, msg, b, tol):
+def _send_held_two(st, w, e, g, o, wire, mw, msg, mm, b, tol):
     """:func:`_send_held_one` with two resources (a sender's egress ``e``, then a receiver's ingress ``g``)."""
     for i in range(b):
         et, xt, gt, ep, xp, gp = st[w, T, i], st[e, T, i], st[g, T, i], st[w, P, i], st[e, P, i], st[g, P, i]
         top = max(max(et, xt), gt)
         floor = tie_floor(top, tol)
         path = ep if et >= floor else (xp if xt >= floor else gp)
-        st[e, T, i] = top + wire[i]
-        st[g, T, i] = top + wire[i]
+        st[e, T, i] = top + wire[mw, i]
+        st[g, T, i] = top + wire[mw, i]
         st[e, P, i] = path
         st[g, P, i] = path
-        st[o, T, i] = top + msg[i]
+        st[o, T, i] = top + msg[mm, i]
         st[o, P, i] = path
 
 
@@ -138,136 +138,201 @@ def _join_rows(st, rows, n_rows, i, tol):
     return top, st[rows[n_rows - 1], P, i]
 
 
+class _Kernel(NamedTuple):
+    """What :func:`_scan_points` runs, as it takes it: the steps (:class:`NativeSteps`, each
+    message's tier in place of its link), then the per-point costs and the noise.
+
+    Attributes:
+      wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_res, blocks_sender, sync_order,
+        sync_holders, sync_held: as in :class:`NativeSteps` (``tier``: each step's message's tier).
+      dur_t: ``(n, 5S + 1)`` durations by point; alpha, wire: ``(n_tiers, n)``; sync_dur: ``(n_sync, n)``;
+        t_opt: ``(n,)``.
+      samples: ``k`` samples per group of costs (0: no noise); step_cf, step_mf: ``(n_steps, k)``
+        each step's compute and message factors.
+    """
+
+    wave_start: np.ndarray
+    worker: np.ndarray
+    row: np.ndarray
+    dep: np.ndarray
+    out: np.ndarray
+    held: np.ndarray
+    slot: np.ndarray
+    tier: np.ndarray
+    n_regs: int
+    n_res: int
+    blocks_sender: bool
+    sync_order: np.ndarray
+    sync_holders: np.ndarray
+    sync_held: np.ndarray
+    dur_t: np.ndarray
+    alpha: np.ndarray
+    wire: np.ndarray
+    sync_dur: np.ndarray
+    t_opt: np.ndarray
+    samples: int
+    step_cf: np.ndarray
+    step_mf: np.ndarray
+
+
 @numba.njit(cache=True, nogil=True)
-def _scan_points(wave_start, worker, row, dep, out, held, slot, tier, n_regs, n_res, blocks_sender, sync_order, sync_holders,
-                 sync_held, dur_t, alpha, wire, sync_dur, t_opt, tol, lo, hi, tile, t_out, fin_out, pc_out, samples, step_cf, step_mf):
-    """Points ``lo … hi-1`` through every step of the table, then its step's end, ``tile`` points at a time.
+def _tile_inputs(k, start, b, src, sample, dur, wire_b, msg):
+    """The inputs of points ``start … start+b-1``: the row ``src`` of each one's per-point inputs
+    (with noise, its group's) and its ``sample``; its durations ``dur (rows, b)``, and per tier its
+    wire and whole message times ``wire_b``, ``msg (n_tiers, b)``."""
+    for i in range(b):
+        src[i] = (start + i) // k.samples if k.samples else start + i
+        if k.samples:
+            sample[i] = (start + i) % k.samples
+    for r in range(dur.shape[0]):
+        for i in range(b):
+            dur[r, i] = k.dur_t[src[i], r]
+    for j in range(k.alpha.shape[0]):
+        for i in range(b):
+            wire_b[j, i] = k.wire[j, src[i]]
+            msg[j, i] = k.alpha[j, src[i]] + k.wire[j, src[i]]
+
+
+@numba.njit(cache=True, nogil=True)
+def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
+    """Steps ``first … last-1`` (one wave): every lane computes, reading the registers as the wave
+    found them (a worker has one lane); then in round order each message (resources change at once),
+    readiness, and in ``blocking`` the sender held until its message arrives. ``layout``: the first
+    row of the registers, the resources and the readiness slots; ``noisy``: scratch ``(3, b)`` for a
+    noisy step's duration, wire and message times."""
+    reg, res, ready = layout[0], layout[1], layout[2]
+    for s in range(first, last):
+        r = reg + k.dep[s] if k.dep[s] >= 0 else -1
+        if k.samples:
+            for i in range(b):
+                noisy[0, i] = dur[k.row[s], i] * k.step_cf[s, sample[i]]
+            _compute(st, k.worker[s], r, noisy, 0, b, tol)
+        else:
+            _compute(st, k.worker[s], r, dur, k.row[s], b, tol)
+    for s in range(first, last):
+        w = k.worker[s]
+        if k.out[s] >= 0:
+            o = reg + k.out[s]
+            wires, mw, msgs, mm = wire_b, k.tier[s], msg, k.tier[s]
+            if k.samples:
+                for i in range(b):
+                    noisy[1, i] = wire_b[mw, i] * k.step_mf[s, sample[i]]
+                    noisy[2, i] = msg[mm, i] * k.step_mf[s, sample[i]]
+                wires, mw, msgs, mm = noisy, 1, noisy, 2
+            if k.held.shape[1] == 0:
+                _arrive(st, w, o, msgs, mm, b)
+            elif k.held.shape[1] == 1:
+                _send_held_one(st, w, res + k.held[s, 0], o, wires, mw, msgs, mm, b, tol)
+            else:
+                _send_held_two(st, w, res + k.held[s, 0], res + k.held[s, 1], o, wires, mw, msgs, mm, b, tol)
+        if k.slot[s] >= 0:
+            _copy_row(st, w, ready + k.slot[s], b)
+        if k.out[s] >= 0 and k.blocks_sender:  # blocking: the sender is busy until its message arrives
+            _copy_row(st, reg + k.out[s], w, b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _synchronise(k, st, layout, src, rows, b, tol):
+    """The gradient synchronisations, in the order they take their resources: each starts at the
+    join of its holders' readiness and its resources (that priority), lasts its time, and frees its
+    resources at its end (row ``ends + p + q``)."""
+    res, ready, ends = layout[1], layout[2], layout[4]
+    p, width = layout[3], k.sync_holders.shape[1]
+    for q in k.sync_order:
+        n = 0
+        for j in range(width):
+            if k.sync_holders[q, j] >= 0:
+                rows[n] = ready + q * width + j  # holder j's readiness (NativeSteps.slot)
+                n += 1
+        for h in k.sync_held[q]:
+            if h >= 0:
+                rows[n] = res + h
+                n += 1
+        for i in range(b):
+            top, path = _join_rows(st, rows, n, i, tol)
+            st[ends + p + q, T, i] = top + k.sync_dur[q, src[i]]
+            st[ends + p + q, P, i] = path
+        for h in k.sync_held[q]:
+            if h >= 0:
+                _copy_row(st, ends + p + q, res + h, b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _worker_ends(k, st, layout, src, mine, b, tol):
+    """Each worker's end (row ``ends + w``): the later of its last operation and the synchronisations
+    it holds a replica of (that priority), then its optimizer update where ``t_opt > 0``."""
+    p, ends = layout[3], layout[4]
+    for w in range(p):
+        n = 0
+        for q in range(k.sync_order.shape[0]):
+            for h in k.sync_holders[q]:
+                if h == w:
+                    mine[n] = ends + p + q
+                    n += 1
+        for i in range(b):
+            top, path = st[w, T, i], st[w, P, i]
+            if n:
+                for r in range(n):
+                    top = max(top, st[mine[r], T, i])
+                floor = tie_floor(top, tol)
+                if not st[w, T, i] >= floor:
+                    path = st[mine[n - 1], P, i]
+                    for r in range(n - 1):
+                        if st[mine[r], T, i] >= floor:
+                            path = st[mine[r], P, i]
+                            break
+            if k.t_opt[src[i]] > 0:
+                st[ends + w, T, i] = top + k.t_opt[src[i]]
+                st[ends + w, P, i] = path + k.t_opt[src[i]]
+            else:
+                st[ends + w, T, i] = st[w, T, i]
+                st[ends + w, P, i] = st[w, P, i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out):
+    """Points ``lo … hi-1`` of kernel ``k`` (:class:`_Kernel`) through every step of the table, then
+    its step's end, ``tile`` points at a time.
 
     Steps are in wave order, within a wave by round then worker; ``dep``, ``out``, ``slot``, ``held``
     are -1 where a step reads no register, sends no message, frees no synchronised stage, holds no
-    resource; a step's message takes tier ``tier[s]``'s row of ``alpha`` and ``wire`` ``(n_tiers, n)``.
-    ``dur_t (n, 5S + 1)`` holds each point's durations by row; per-point inputs and the
-    outputs ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)`` (the step time, each worker's
-    finish and the critical path's compute time) are indexed by the point.
+    resource; a step's message takes tier ``tier[s]``'s row of ``alpha`` and ``wire``. The outputs
+    ``t_out (n,)``, ``fin_out (p, n)`` and ``pc_out (n,)`` (the step time, each worker's finish and
+    the critical path's compute time) are indexed by the point.
 
-    With ``samples = k > 0``, point ``j`` is sample ``j % k`` of group ``j // k``: the per-point inputs
-    are the group's, and each step's duration and message times are multiplied by its factors
-    ``step_cf``, ``step_mf (n_steps, k)`` of that sample, each product rounded on its own (as the JAX
-    noisy scan rounds them: the same bits).
+    With ``samples > 0``, point ``j`` is sample ``j % samples`` of group ``j // samples``: the per-point
+    inputs are the group's, and each step's duration and message times are multiplied by its factors
+    of that sample, each product rounded on its own (as the JAX noisy scan rounds them: the same bits).
     """
     p = fin_out.shape[0]
-    n_sync = sync_order.shape[0]
-    n_rows_dur = dur_t.shape[1]
-    dtype = dur_t.dtype
-    # Rows of the state: workers, registers, resources, synchronisation readiness (the layout the
-    # end phase joins over), then the synchronisations' ends.
-    reg, res, ready = p, p + n_regs, p + n_regs + n_res
-    ends = ready + n_sync * p
+    n_sync = k.sync_order.shape[0]
+    dtype = k.dur_t.dtype
+    # Rows of the state: workers, registers, resources, synchronisation readiness (one row per
+    # holder of each synchronisation), then each worker's end and the synchronisations' ends.
+    reg, res, ready = p, p + k.n_regs, p + k.n_regs + k.n_res
+    ends = ready + n_sync * k.sync_holders.shape[1]
+    layout = (reg, res, ready, p, ends)
     st = np.empty((ends + p + n_sync, 2, tile), dtype)
-    dur = np.empty((n_rows_dur, tile), dtype)
-    n_tiers = alpha.shape[0]
-    wire_b = np.empty((n_tiers, tile), dtype)
-    msg = np.empty((n_tiers, tile), dtype)
-    rows = np.empty(max(sync_holders.shape[1] + sync_held.shape[1], p + n_sync), dtype=np.int64)
+    dur = np.empty((k.dur_t.shape[1], tile), dtype)
+    wire_b = np.empty((k.alpha.shape[0], tile), dtype)
+    msg = np.empty((k.alpha.shape[0], tile), dtype)
+    noisy = np.empty((3, tile), dtype)  # a noisy step's duration, wire and message times
+    rows = np.empty(max(k.sync_holders.shape[1] + k.sync_held.shape[1], p + n_sync), dtype=np.int64)
     src = np.empty(tile, dtype=np.int64)  # the row of the per-point inputs of each point of the tile
     sample = np.zeros(tile, dtype=np.int64)
-    one_dur = np.empty((1, tile), dtype)  # a noisy step's duration
-    wire_s = np.empty(tile, dtype)
-    msg_s = np.empty(tile, dtype)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
         b = min(tile, hi - start)
-        for i in range(b):
-            src[i] = (start + i) // samples if samples else start + i
-            if samples:
-                sample[i] = (start + i) % samples
-        for r in range(n_rows_dur):
-            for i in range(b):
-                dur[r, i] = dur_t[src[i], r]
-        for j in range(n_tiers):
-            for i in range(b):
-                wire_b[j, i] = wire[j, src[i]]
-                msg[j, i] = alpha[j, src[i]] + wire[j, src[i]]
+        _tile_inputs(k, start, b, src, sample, dur, wire_b, msg)
         st[:ends, :, :b] = 0.0
-        for t in range(wave_start.shape[0] - 1):
-            first, last = wave_start[t], wave_start[t + 1]
-            # Every lane of the wave computes (registers as the wave found them; a worker has one lane).
-            for s in range(first, last):
-                if samples:
-                    for i in range(b):
-                        one_dur[0, i] = dur[row[s], i] * step_cf[s, sample[i]]
-                    _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, one_dur, 0, b, tol)
-                else:
-                    _compute(st, worker[s], reg + dep[s] if dep[s] >= 0 else -1, dur, row[s], b, tol)
-            # Then in round order: messages (resources change at once), readiness, blocked senders.
-            for s in range(first, last):
-                w = worker[s]
-                if out[s] >= 0:
-                    o = reg + out[s]
-                    lane_wire, lane_msg = wire_b[tier[s]], msg[tier[s]]
-                    if samples:
-                        for i in range(b):
-                            wire_s[i] = lane_wire[i] * step_mf[s, sample[i]]
-                            msg_s[i] = lane_msg[i] * step_mf[s, sample[i]]
-                        lane_wire, lane_msg = wire_s, msg_s
-                    if held.shape[1] == 0:
-                        _arrive(st, w, o, lane_msg, b)
-                    elif held.shape[1] == 1:
-                        _send_held_one(st, w, res + held[s, 0], o, lane_wire, lane_msg, b, tol)
-                    else:
-                        _send_held_two(st, w, res + held[s, 0], res + held[s, 1], o, lane_wire, lane_msg, b, tol)
-                if slot[s] >= 0:
-                    _copy_row(st, w, ready + slot[s], b)
-                if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
-                    _copy_row(st, reg + out[s], w, b)
-        # The step's end: synchronisations in the order they take their resources, each worker's
-        # optimizer update, then the latest of the workers and the synchronisations.
-        for q in sync_order:
-            k = 0
-            for h in sync_holders[q]:
-                if h >= 0:
-                    rows[k] = ready + q * p + h
-                    k += 1
-            for h in sync_held[q]:
-                if h >= 0:
-                    rows[k] = res + h
-                    k += 1
-            for i in range(b):
-                top, path = _join_rows(st, rows, k, i, tol)
-                st[ends + p + q, T, i] = top + sync_dur[q, src[i]]
-                st[ends + p + q, P, i] = path
-            for h in sync_held[q]:
-                if h >= 0:
-                    _copy_row(st, ends + p + q, res + h, b)
+        for t in range(k.wave_start.shape[0] - 1):
+            _wave(k, st, k.wave_start[t], k.wave_start[t + 1], layout, dur, wire_b, msg, sample, noisy, b, tol)
+        _synchronise(k, st, layout, src, rows, b, tol)
         for w in range(p):
             for i in range(b):
                 fin_out[w, start + i] = st[w, T, i]
-        for w in range(p):  # each worker's end: the later of its last operation and its synchronisations (that priority)
-            k = 0
-            for q in range(n_sync):
-                for h in sync_holders[q]:
-                    if h == w:
-                        mine[k] = ends + p + q
-                        k += 1
-            for i in range(b):
-                top, path = st[w, T, i], st[w, P, i]
-                if k:
-                    for r in range(k):
-                        top = max(top, st[mine[r], T, i])
-                    floor = tie_floor(top, tol)
-                    if not st[w, T, i] >= floor:
-                        path = st[mine[k - 1], P, i]
-                        for r in range(k - 1):
-                            if st[mine[r], T, i] >= floor:
-                                path = st[mine[r], P, i]
-                                break
-                if t_opt[src[i]] > 0:
-                    st[ends + w, T, i] = top + t_opt[src[i]]
-                    st[ends + w, P, i] = path + t_opt[src[i]]
-                else:
-                    st[ends + w, T, i] = st[w, T, i]
-                    st[ends + w, P, i] = st[w, P, i]
-        for r in range(p + n_sync):
+        _worker_ends(k, st, layout, src, mine, b, tol)
+        for r in range(p + n_sync):  # the step: the latest of the workers' and the synchronisations' ends
             rows[r] = ends + r
         for i in range(b):
             t_out[start + i], pc_out[start + i] = _join_rows(st, rows, p + n_sync, i, tol)
@@ -280,7 +345,9 @@ class NativeSteps(NamedTuple):
       wave_start: ``(n_waves + 1,)`` first step of each wave.
       worker, row, dep, out, slot, link: per step, its worker, duration row, register read, register
         written, readiness slot and the directed link of its message (-1: none; the link gives its
-        tier, :meth:`ppsweep.engine.tiers.Tiers.lane_tier`).
+        tier, :meth:`ppsweep.engine.tiers.Tiers.lane_tier`). A readiness slot is ``q·H + j`` for holder
+        ``j`` of synchronisation ``q`` (``H``: the width of ``sync_holders``), one row per holder
+        where the program keeps ``p`` per synchronisation.
       held: ``(n_steps, k)`` the resources its message holds (-1: none).
       n_regs, n_res: registers and resources.
       blocks_sender: the sender is busy until its message arrives.
@@ -321,6 +388,13 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     for q, resources in enumerate(routing.sync_resources):
         sync_held[q, : len(resources)] = resources
     held = routing.lane_resources[t, w]
+    holders = (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
+               else np.full((0, 1), -1, dtype=np.int64))
+    # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
+    compact = np.full(program.n_sync * program.p + 1, -1, dtype=np.int64)
+    q, j = np.nonzero(holders >= 0)
+    compact[q * program.p + holders[q, j]] = q * holders.shape[1] + j
+    slot = steps(program.sync_slot, program.trash_sync)
     return NativeSteps(
         wave_start=np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64),
         worker=w.astype(np.int64),
@@ -328,14 +402,13 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
         dep=steps(program.dep_reg, program.zero_reg),
         out=steps(program.out_reg, program.trash_reg),
         held=np.ascontiguousarray(np.where(held < 0, -1, held), dtype=np.int64),
-        slot=steps(program.sync_slot, program.trash_sync),
+        slot=np.where(slot >= 0, compact[slot], -1),
         link=steps(program.link, program.trash_link),
         n_regs=program.n_regs,
         n_res=routing.n_resources,
         blocks_sender=routing.mode.blocks_sender,
         sync_order=program.sync_order.astype(np.int64),
-        sync_holders=np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
-        else np.full((0, 1), -1, dtype=np.int64),
+        sync_holders=holders,
         sync_held=sync_held,
     )
 
@@ -362,10 +435,10 @@ def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alp
     t_out, fin_out, pc_out = out
     k = 0 if factors is None else factors[0].shape[1]
     cf, mf = (np.ones((1, 1), dur_t.dtype),) * 2 if factors is None else factors
-    _scan_points(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
-                 np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs,
-                 steps.n_res, steps.blocks_sender, steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha,
-                 wire, sync_dur, t_opt, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out, k, cf, mf)
+    kernel = _Kernel(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
+                     np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs, steps.n_res, steps.blocks_sender,
+                     steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha, wire, sync_dur, t_opt, k, cf, mf)
+    _scan_points(kernel, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out)
 
 
 def step_factors(steps: NativeSteps, compute: np.ndarray, message: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

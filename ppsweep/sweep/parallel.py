@@ -28,7 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 
 import numpy as np
 
-from ppsweep import usable_cores
+from ppsweep import share_cores, usable_cores
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.timing import take
 
@@ -114,10 +114,11 @@ def configure_jax(compilation_cache: str | None) -> None:
     _JAX_CONFIGURED = True
 
 
-def _init_worker(compilation_cache: str | None) -> None:
+def _init_worker(compilation_cache: str | None, workers: int = 1) -> None:
     _exit_with_parent()
 
     configure_jax(compilation_cache)
+    share_cores(workers)  # each evaluator's scans take its share of the cores (one each on a machine of `workers` cores)
     if multiprocessing.parent_process() is not None:  # a spawned worker: import the engine now, before its first unit
         import ppsweep.sweep.evaluate  # noqa: F401
 
@@ -163,7 +164,7 @@ class Evaluators:
         self.compilation_cache = compilation_cache
         self._closing: threading.Thread | None = None
         self.pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_init_worker, initargs=(compilation_cache,))
+                                        initializer=_init_worker, initargs=(compilation_cache, workers))
         for _ in range(workers - 1):  # a task per process: each starts (and imports the engine) now
             self.pool.submit(_ready)
 
@@ -264,7 +265,7 @@ def evaluate_units(
         for i, j in units:
             yield evaluate_one(spec, i, j)
         return
-    _init_worker(compilation_cache)  # this process evaluates too
+    _init_worker(compilation_cache, workers)  # this process evaluates too
     here = ThreadPoolExecutor(1, thread_name_prefix="ppsweep-unit")
     spawned = evaluators.pool
     limits: dict[Executor, int] = {here: 1, spawned: workers}
@@ -292,3 +293,4 @@ def evaluate_units(
         # unit and finishes the store (ppsweep.sweep.runner joins them after that).
         here.shutdown(wait=False, cancel_futures=True)
         evaluators.shutdown()
+        share_cores(1)

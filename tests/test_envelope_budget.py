@@ -1,0 +1,103 @@
+"""The envelope's work budget (ppsweep.engine.core.envelope_budget): ``auto`` scans where the
+programme would cost more than the scan of the grid's points, a backend asked for by name has no
+budget, and the on-disk cache answers a budget exactly as a build with that budget would."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ppsweep import build_schedule
+from ppsweep.engine import core
+from ppsweep.engine import envelope as envelope_mod
+from ppsweep.engine import envelope_cache
+from ppsweep.engine.compiled import compiled_for
+from ppsweep.engine.core import simulate
+
+ALPHA = np.array([[1e-7, 3e-6, 1e-4]])
+BETA = np.array([[1e9], [3e10], [1e12]])
+
+
+def _run(table, backend="auto"):
+    return simulate(dataclasses.replace(table), 1e-3, 2e-3, ALPHA, BETA, 4e6, mode="contention", grad_bytes=5e7,
+                    backend=backend)
+
+
+def _features(table):
+    return envelope_mod.features(compiled_for(table).program, {"t_f": np.array([1e-3]), "t_b": np.array([2e-3]),
+                                 "grad_bytes": np.array(5e7)}, ALPHA, BETA, np.array(4e6), np.array(0.0), ndim=2)
+
+
+def test_the_work_count_decides_exactly_where_a_budget_stops_the_programme():
+    table = build_schedule("hanayo", 4, 8, waves=2)
+    program, feats = compiled_for(table).program, _features(table)
+    full = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm)
+    assert full.work > 0
+    within = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=full.work)
+    assert np.array_equal(within.t_sim, full.t_sim) and within.work == full.work
+    with pytest.raises(envelope_mod.EnvelopeOverBudget):
+        envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=full.work - 1)
+
+
+def test_auto_scans_past_the_budget_and_the_envelope_by_name_ignores_it(monkeypatch):
+    table = build_schedule("hanayo", 4, 8, waves=2)
+    assert _run(table).backend == "envelope"  # within the floor of the budget
+    monkeypatch.setattr(core, "ENVELOPE_MIN_WORK", 1)
+    monkeypatch.setattr(core, "ENVELOPE_WORK_PER_OP_POINT", 1e-6)
+    auto = _run(table)
+    assert auto.backend == "native_scan" and "more than the scan" in auto.reason
+    scan = _run(table, "native_scan")
+    assert np.array_equal(auto.t_sim, scan.t_sim) and np.array_equal(auto.comm_time, scan.comm_time)
+    assert _run(table, "envelope").backend == "envelope"
+
+
+def test_the_cache_answers_each_budget_as_a_build_with_it_would(tmp_path, monkeypatch):
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(envelope_cache, "MIN_WAVES", 0)
+    table = build_schedule("hanayo", 4, 8, waves=2)
+    program, feats = compiled_for(table).program, _features(table)
+    digest = envelope_cache.table_digest(table)
+    work = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm).work
+
+    def cached(budget, build=None):
+        def make():
+            if build is None:
+                pytest.fail("built again")
+            try:
+                return envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=budget)
+            except envelope_mod.EnvelopeTooLarge as err:
+                return type(err)(*err.args)
+        return envelope_cache.cached_envelope(lambda: digest, program, "contention", feats.weights, feats.comm, 64, make,
+                                              budget=budget)
+
+    assert isinstance(cached(work // 2, build=True), envelope_mod.EnvelopeOverBudget)  # built, stored "over work // 2"
+    assert isinstance(cached(work // 4), envelope_mod.EnvelopeOverBudget)  # answered from the file
+    assert isinstance(cached(work, build=True), envelope_mod.Envelope)  # a larger budget builds again
+    assert isinstance(cached(work - 1), envelope_mod.EnvelopeOverBudget)  # the stored envelope's work decides
+    assert isinstance(cached(None), envelope_mod.Envelope)
+
+
+def test_a_routing_reads_back_equal_and_a_refusal_is_raised_again(tmp_path, monkeypatch):
+    from ppsweep.engine.comm import route
+
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(envelope_cache, "MIN_WAVES", 0)
+    table = build_schedule("chimera", 4, 8)
+    program = compiled_for(table).program
+    digest = envelope_cache.table_digest(table)
+    for mode in ("overlap", "contention", "ports"):
+        built = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: route(program, mode))
+        read = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: pytest.fail("routed again"))
+        assert read.mode == built.mode and read.n_resources == built.n_resources
+        assert read.sync_resources == built.sync_resources
+        for a, b in ((built.lane_resources, read.lane_resources), (built.rounds, read.rounds)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+    def refuse():
+        raise NotImplementedError("mode ports: refused")
+    with pytest.raises(NotImplementedError, match="refused"):
+        envelope_cache.cached_routing(lambda: "other", program, "ports", refuse)
+    with pytest.raises(NotImplementedError, match="refused"):
+        envelope_cache.cached_routing(lambda: "other", program, "ports", lambda: pytest.fail("routed again"))
