@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -157,3 +158,24 @@ def test_bad_point_values_are_named_as_the_user_wrote_them(arg, message, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message)
     assert not (tmp_path / "t.json").exists()
+
+
+def test_every_registered_point_dimension_is_a_key(tmp_path, capsys):
+    """The keys come from the dimension registry: fb_overlap moves DualPipe's step as the system's value does,
+    and a value outside a dimension's range is refused in one line naming it."""
+    from ppsweep.sweep.dimensions import POINT_DIMENSION_NAMES
+
+    assert "fb_overlap" in POINT_DIMENSION_NAMES
+    steps = {}
+    for value in ("0", "1"):
+        out = tmp_path / f"t{value}.json"
+        assert trace.main(["dualpipe", "p=4", "m=8", f"fb_overlap={value}", "--trace", str(out)]) == 0
+        steps[value] = json.loads(out.read_text())["otherData"]["t_sim_s"]
+    capsys.readouterr()
+    system = dataclasses.replace(SystemConfig.from_mapping(trace._yaml_file("system", "baseline")), fb_overlap=1.0)
+    model = ModelConfig.from_mapping(trace._yaml_file("model", "megatron_128l"))
+    expected = trace.simulate_step(build_schedule("dualpipe", 4, 8), model, system).t_sim
+    assert steps["1"] == expected and steps["1"] < steps["0"]
+    assert trace.main(["dualpipe", "p=4", "m=8", "fb_overlap=1.5", "--trace", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: fb_overlap:") and "0 … 1 share" in err[0]

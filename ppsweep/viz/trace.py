@@ -17,14 +17,16 @@ reference against the JAX engine) and writes any of:
   lanes, idle time hatched).
 - ``--table-gantt PATH``: a PNG Gantt chart of the idealized table (unit slots, no communication).
 
-Keys: ``p``, ``m`` (required), ``bandwidth`` (bytes/s), ``latency`` (s), ``mode``
-(``overlap``/``blocking``/``contention``), ``compute`` (peak FLOP/s), ``model`` and ``system``
+Keys: ``p``, ``m`` (required), the point's value of any registered point dimension
+(:mod:`ppsweep.sweep.dimensions`: ``bandwidth`` (bytes/s), ``latency`` (s), ``compute`` (peak
+FLOP/s), ``fb_overlap`` (share); each checked against its accepted range), ``mode``
+(``overlap``/``blocking``/``contention``/``ports``), ``model`` and ``system``
 (names of configs in ``conf/model`` and ``conf/system``; default ``megatron_128l`` and
 ``baseline``), ``profile`` (a profiled-costs file: its measured costs instead of the model's);
 any other key is a schedule option (``waves=2``). ``--store PATH`` takes the
 model, system, profile, slots, schedule options and (single) communication mode from a results store's
-configuration instead, so the step shown is a point of that sweep. Bandwidth and latency default
-to the system's, the mode to ``overlap``. Bad input
+configuration instead, so the step shown is a point of that sweep. A point value not given is
+the system's, the mode ``overlap``. Bad input
 prints one line ``error: ...`` and exits with 2.
 
 Example: ``python -m ppsweep.trace 1f1b p=4 m=8 bandwidth=1e10 --gantt 1f1b.png --trace 1f1b.json``.
@@ -59,6 +61,7 @@ def simulate_step(
     mode: str = "overlap",
     peak_flops: float | None = None,
     profile: Any = None,
+    fb_overlap: float | None = None,
 ) -> ReferenceResult:
     """One step of ``table`` at one point, with the event record, costs as a sweep computes them.
 
@@ -70,19 +73,22 @@ def simulate_step(
       peak_flops: peak FLOP/s (a sweep's ``compute`` value); default the system's.
       profile: a :class:`ppsweep.cost_profile.CostProfile` whose measured costs replace the cost
         model's (``costs=profile``), or None.
+      fb_overlap: share of an F&B pair's forward hidden under its backward (a sweep's
+        ``fb_overlap`` value); default the system's.
 
     Returns:
       The reference result; its ``record`` holds every event.
     """
     from ppsweep.cost_model import stage_costs
 
+    fb_overlap = system.fb_overlap if fb_overlap is None else fb_overlap
     if profile is not None:
         import numpy as np
 
         from ppsweep.cost_profile import engine_costs_from_profile
 
         network = {k: v for k, v in (("alpha", latency), ("beta", bandwidth)) if v is not None}
-        c = engine_costs_from_profile(profile, table, **network, fb_overlap=system.fb_overlap, t_opt=system.optimizer_time)
+        c = engine_costs_from_profile(profile, table, **network, fb_overlap=fb_overlap, t_opt=system.optimizer_time)
         per_stage = {k: np.broadcast_to(v, (table.n_stages,)) for k, v in c.stages().items()}
         return reference_simulate(
             table, per_stage["t_f"], per_stage["t_b"], float(c.alpha), float(c.beta), float(c.msg_bytes), mode,
@@ -102,7 +108,7 @@ def simulate_step(
         t_w=costs.t_w[0],
         grad_bytes=costs.grad_bytes,
         t_opt=system.optimizer_time,
-        fb_overlap=system.fb_overlap,
+        fb_overlap=fb_overlap,
         record=True,
     )
 
@@ -247,6 +253,36 @@ def _float(key: str, text: Any, least: str) -> float:
     return value
 
 
+def _point_values(values: dict[str, Any]) -> dict[str, float]:
+    """The point's values given on the command line (``bandwidth=1e10``, ``fb_overlap=0.5``, …), one
+    per registered point dimension (:data:`ppsweep.sweep.dimensions.POINT_DIMENSIONS`), taken out of
+    ``values`` and checked against the dimension's accepted range."""
+    import numpy as np
+
+    from ppsweep.sweep.dimensions import POINT_DIMENSIONS
+
+    point = {}
+    for dim in POINT_DIMENSIONS:
+        if dim.name in values:
+            value = _float(dim.name, values.pop(dim.name), "> 0" if dim.positive else ">= 0")
+            try:
+                dim.check(np.array([value]))
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+            point[dim.name] = value
+    return point
+
+
+def _check_profile_point(point: Mapping[str, float], profile: Any) -> None:
+    """Refuse a point value that the profile gives itself (each dimension's rule, e.g. ``compute``)."""
+    from ppsweep.sweep.dimensions import POINT_DIMENSIONS
+
+    for dim in POINT_DIMENSIONS:
+        reason = dim.refused_by(profile) if dim.name in point else None
+        if reason:
+            raise UsageError(f"{dim.name}: {reason}")
+
+
 def _run(args: argparse.Namespace) -> str:
     from ppsweep.tables.build import build_schedule
     from ppsweep.cost_model import ModelConfig, SystemConfig
@@ -259,9 +295,7 @@ def _run(args: argparse.Namespace) -> str:
         if key not in values:
             raise UsageError(f"{key}: required, give {key}=N (p >= 2, m >= 1), e.g. p=4 m=8")
     p, m = values.pop("p"), values.pop("m")
-    bandwidth = _float("bandwidth", values.pop("bandwidth"), "> 0") if "bandwidth" in values else None
-    latency = _float("latency", values.pop("latency"), ">= 0") if "latency" in values else None
-    compute = _float("compute", values.pop("compute"), "> 0") if "compute" in values else None
+    given = _point_values(values)
     mode = values.pop("mode", None)
     options: dict[str, Any] = {}
     slots = {"f": 1, "b": 2}
@@ -285,9 +319,8 @@ def _run(args: argparse.Namespace) -> str:
     if profile_file is not None:
         from ppsweep.cost_profile import load_cost_profile
 
-        if compute is not None:
-            raise UsageError("compute: scales the cost model; a profile's times are measured")
         profile = load_cost_profile(profile_file)  # a bad file: ValueError, one line
+        _check_profile_point(given, profile)
     mode = str(mode or "overlap")
     f_slots = args.f_slots if args.f_slots is not None else slots["f"]
     b_slots = args.b_slots if args.b_slots is not None else slots["b"]
@@ -297,7 +330,8 @@ def _run(args: argparse.Namespace) -> str:
 
     check_table(args.schedule, p, m, f_slots, b_slots, **options)  # before building it
     table = build_schedule(args.schedule, p, m, f_slots=f_slots, b_slots=b_slots, **options)
-    result = simulate_step(table, model, system, bandwidth, latency, mode, compute, profile)
+    bandwidth, latency = given.get("bandwidth"), given.get("latency")
+    result = simulate_step(table, model, system, bandwidth, latency, mode, given.get("compute"), profile, fb_overlap=given.get("fb_overlap"))
     record = result.record
     if profile is not None:  # the profile's network unless overridden
         latency = profile.network()[0] if latency is None else latency
