@@ -184,7 +184,7 @@ def test_serving_the_page(store):
 
     root = Path(__file__).resolve().parents[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "ppsweep.explore", str(store), "--port", "0", "--no-browser"],
+        [sys.executable, "-X", "faulthandler", "-m", "ppsweep.explore", str(store), "--port", "0", "--no-browser"],
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -196,5 +196,10 @@ def test_serving_the_page(store):
         assert "ppsweep explorer: small.zarr" in html and "Bokeh" in html
     finally:
         process.send_signal(signal.SIGINT)
-        out, _ = process.communicate(timeout=60)
+        try:
+            out, _ = process.communicate(timeout=120)  # stops within a second; the margin is for a loaded CI machine
+        except subprocess.TimeoutExpired:  # say where it hangs (faulthandler prints every thread on SIGABRT)
+            process.send_signal(signal.SIGABRT)
+            _, err = process.communicate(timeout=30)
+            pytest.fail(f"the served page did not stop within 120 s of Ctrl-C; its threads:\n{err[-4000:]}")
     assert process.returncode == 0 and out.strip() == "stopped"
