@@ -176,17 +176,21 @@ def test_changing_a_selector_changes_the_plot(page, default_shot, tmp_path):
     assert _count(after, CHIMERA_RGB) < _count(before, CHIMERA_RGB) / 10
 
 
-def test_serving_the_page(store):
+@pytest.mark.parametrize("stop, inherited", [("SIGINT", "default"), ("SIGINT", "ignored"), ("SIGTERM", "default")])
+def test_serving_the_page(store, stop, inherited):
+    """Served until Ctrl-C or SIGTERM, then ``stopped``; Ctrl-C also where the process started with SIGINT
+    ignored (a shell's background job: ``sh -c "trap '' INT; exec ..."`` gives it that)."""
+    import shlex
     import signal
     import sys
     import urllib.request
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "ppsweep.explore", str(store), "--port", "0", "--no-browser"],
-        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    command = [sys.executable, "-X", "faulthandler", "-m", "ppsweep.explore", str(store), "--port", "0", "--no-browser"]
+    if inherited == "ignored":
+        command = ["sh", "-c", f"trap '' INT; exec {shlex.join(command)}"]
+    process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stderr.readline()
         match = re.search(r"serving the explorer on (http://127\.0\.0\.1:\d+/)", line)
@@ -195,11 +199,11 @@ def test_serving_the_page(store):
             html = response.read().decode()
         assert "ppsweep explorer: small.zarr" in html and "Bokeh" in html
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(getattr(signal, stop))
         try:
             out, _ = process.communicate(timeout=120)  # stops within a second; the margin is for a loaded CI machine
         except subprocess.TimeoutExpired:  # say where it hangs (faulthandler prints every thread on SIGABRT)
             process.send_signal(signal.SIGABRT)
             _, err = process.communicate(timeout=30)
-            pytest.fail(f"the served page did not stop within 120 s of Ctrl-C; its threads:\n{err[-4000:]}")
+            pytest.fail(f"the served page did not stop within 120 s of {stop}; its threads:\n{err[:6000]}")
     assert process.returncode == 0 and out.strip() == "stopped"

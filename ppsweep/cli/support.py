@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import Callable, Iterator, NoReturn
 
 
 class UsageError(Exception):
@@ -117,3 +119,20 @@ def exit_with(status: int, line: str) -> NoReturn:
     """Print ``line`` on stderr and exit with ``status`` (the one-line end of a failed command)."""
     print(line, file=sys.stderr, flush=True)
     sys.exit(status)
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """While inside: Ctrl-C (SIGINT) and SIGTERM raise :class:`KeyboardInterrupt` in the main thread,
+    whatever this process inherited (a shell's background job, a script, starts Python with SIGINT
+    ignored, and then Ctrl-C or ``kill -INT`` would never reach a server). Restores the handlers after."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -48,7 +48,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from ppsweep.cli.support import UsageError
+from ppsweep.cli.support import UsageError, stopped_by_signals
 from ppsweep.viz.display import SCHEDULE_COLORS, format_coordinate
 
 #: At most this many values of ``t_sim`` are embedded in a page.
@@ -589,7 +589,7 @@ def _check_size(dataset: xr.Dataset) -> None:
 
 
 def serve(html: str, port: int, open_browser: bool = True) -> None:
-    """Serve ``html`` on ``http://127.0.0.1:PORT/`` until interrupted (Ctrl-C)."""
+    """Serve ``html`` on ``http://127.0.0.1:PORT/`` until interrupted (Ctrl-C or SIGTERM)."""
     directory = tempfile.mkdtemp(prefix="ppsweep-explore-")
     Path(directory, "index.html").write_text(html, encoding="utf-8")
     handler = functools.partial(_QuietHandler, directory=directory)
@@ -604,7 +604,8 @@ def serve(html: str, port: int, open_browser: bool = True) -> None:
 
         webbrowser.open(url)
     try:
-        server.serve_forever()
+        with stopped_by_signals():
+            server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ppsweep.cli.support import UsageError
+from ppsweep.cli.support import UsageError, stopped_by_signals
 from ppsweep.store.errors import StoreError
 from ppsweep.store.open import open_store
 from ppsweep.store.units import damaged_units, describe_units, done_units
@@ -192,7 +192,7 @@ def start_server(dataset: xr.Dataset, title: str, port: int = 0, store: str | os
 
 
 def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool = True, store: str | os.PathLike | None = None) -> None:
-    """Serve the page of ``dataset`` (:func:`start_server`) until interrupted (Ctrl-C); ``open_browser``: open it in a browser."""
+    """Serve the page of ``dataset`` (:func:`start_server`) until interrupted (Ctrl-C or SIGTERM); ``open_browser``: open it in a browser."""
     server = start_server(dataset, title, port, store)
     url = f"http://127.0.0.1:{server.port}/"
     print(f"serving the explorer on {url} (Bokeh server, each selection read from the store on demand; Ctrl-C to stop)", file=sys.stderr, flush=True)
@@ -201,7 +201,8 @@ def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool =
 
         webbrowser.open(url)
     try:
-        server.io_loop.start()
+        with stopped_by_signals():
+            server.io_loop.start()
     except KeyboardInterrupt:
         pass
     finally:
