@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
+from ppsweep.tables.build import UnsupportedPointError
+from ppsweep.sweep.unit_tables import record_table, unit_tables
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.dimensions import POINT_DIMENSION_NAMES, POINT_DIMENSIONS, grid_arguments
 from ppsweep.cost_model import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
@@ -52,12 +53,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
     # a table's values go to [k, 0, 0] or [k, 0, 0, r], its points' arrays fill the dimensions after.
     out = empty_unit(spec)
     models = spec.models()
-    for k, name in enumerate(spec.schedules):
-        try:
-            with phase("build"):
-                table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
-        except UnsupportedPointError:
-            continue
+    for k, name, table in unit_tables(spec, p, m):
         with phase("build"):
             try:
                 memory = _memory(spec, models, table, m)
@@ -67,10 +63,7 @@ def evaluate_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[str, np.n
         if cap is not None and memory[spec.model.recompute].peak_memory_bytes > cap:
             continue
         here = (k, 0, 0)
-        out["valid"][here] = True
-        out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
-        out["bubble_table"][here] = table.bubble_ratio()
-        out["length_table"][here] = table.length
+        record_table(out, here, spec, name, table, p, m)
         with phase("compile"):
             program_for(table)
         for r, (mode, model) in enumerate(models.items()):

@@ -23,7 +23,7 @@ from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.dimensions import POINT_DIMENSIONS, grid_arguments
 from ppsweep.sweep.ranking import rank_lower_better
 from ppsweep.sweep.timing import phase
-from ppsweep.tables.build import UnsupportedPointError, bubble_formula, build_schedule
+from ppsweep.sweep.unit_tables import record_table, unit_tables
 
 
 def unit_layouts(spec: SweepSpec, p: int) -> list[tuple[tuple[int, ...], Layout, int | None]]:
@@ -60,22 +60,14 @@ def evaluate_layout_unit(spec: SweepSpec, p_index: int, m_index: int) -> dict[st
         out["layout_invalid"][at] = code
         if "dp" in out and code != 1:
             out["dp"][at] = layout.dp
-    for k, name in enumerate(spec.schedules):
-        try:
-            with phase("build"):
-                table = build_schedule(name, p, m, spec.f_slots, spec.b_slots, **spec.options_for(name))
-        except UnsupportedPointError:
-            continue
+    for k, name, table in unit_tables(spec, p, m):
         with phase("compile"):
             program_for(table)
         for index, layout, gpus in layouts:
             if invalid_code(layout, spec.model, m, gpus, stages=table.n_stages):
                 continue  # the layout's code (layout_invalid) is with p stages; a schedule's chunks may fail alone
             here = (k, 0, 0, *index)
-            out["valid"][here] = True
-            out["bubble_formula"][here] = bubble_formula(name, p, m, **spec.options_for(name))
-            out["bubble_table"][here] = table.bubble_ratio()
-            out["length_table"][here] = table.length
+            record_table(out, here, spec, name, table, p, m)
             options = spec.layout
             for r, (mode, model) in enumerate(models.items()):
                 where = (*here, r) if spec.recompute is not None else here
