@@ -43,7 +43,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import xarray as xr
@@ -597,19 +597,24 @@ def serve(html: str, port: int, open_browser: bool = True) -> None:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as error:
         raise UsageError(f"--port: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); choose another port") from None
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    print(f"serving the explorer on {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    serve_until_stopped(f"http://127.0.0.1:{server.server_address[1]}/", "", open_browser, server.serve_forever, server.server_close)
+
+
+def serve_until_stopped(url: str, how: str, open_browser: bool, run: Callable[[], None], close: Callable[[], None]) -> None:
+    """Say where the explorer is served (``how``: what serves it, ending ``"; "``, or ``""``), open
+    ``url`` in a browser if asked, and ``run`` the server until Ctrl-C or SIGTERM; then ``close`` it."""
+    print(f"serving the explorer on {url} ({how}Ctrl-C to stop)", file=sys.stderr, flush=True)
     if open_browser:
         import webbrowser
 
         webbrowser.open(url)
     try:
         with stopped_by_signals():
-            server.serve_forever()
+            run()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        close()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import html
 import os
 import socket
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ppsweep.cli.support import UsageError, stopped_by_signals
+from ppsweep.cli.support import UsageError
 from ppsweep.store.errors import StoreError
 from ppsweep.store.open import open_store
 from ppsweep.store.units import damaged_units, describe_units, done_units
-from ppsweep.viz.explore import MAP_DIMS, _legend_html, build_page, coordinates, page_data
+from ppsweep.viz.explore import MAP_DIMS, _legend_html, build_page, coordinates, page_data, serve_until_stopped
 
 #: At most this many values of bandwidth, and of latency, on the served page's winner map.
 MAP_CELLS = 160
@@ -194,16 +193,5 @@ def start_server(dataset: xr.Dataset, title: str, port: int = 0, store: str | os
 def serve_store(dataset: xr.Dataset, title: str, port: int, open_browser: bool = True, store: str | os.PathLike | None = None) -> None:
     """Serve the page of ``dataset`` (:func:`start_server`) until interrupted (Ctrl-C or SIGTERM); ``open_browser``: open it in a browser."""
     server = start_server(dataset, title, port, store)
-    url = f"http://127.0.0.1:{server.port}/"
-    print(f"serving the explorer on {url} (Bokeh server, each selection read from the store on demand; Ctrl-C to stop)", file=sys.stderr, flush=True)
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)
-    try:
-        with stopped_by_signals():
-            server.io_loop.start()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_stopped(f"http://127.0.0.1:{server.port}/", "Bokeh server, each selection read from the store on demand; ",
+                        open_browser, server.io_loop.start, server.stop)
