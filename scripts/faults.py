@@ -66,6 +66,7 @@ import zarr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ppsweep import disk_cache  # noqa: E402
 from ppsweep.sweep.config import load_plan  # noqa: E402
 from ppsweep.sweep.runner import configure_jax, run_sweep  # noqa: E402
 from ppsweep.store.units import damaged_units, done_units, read_unit, stored_variables  # noqa: E402
@@ -465,25 +466,24 @@ def fault_cache(checker: Checker, out: Path, rng: random.Random) -> dict:
     status, err = _run([*base, "name=clean"], ROOT, env)
     assert status == 0, err
     names = {}
-    for file in (out / "tables").glob("*.npz"):
-        with np.load(file, allow_pickle=False) as data:
-            names[json.loads(str(data["meta"]))["name"]] = file
+    for file in (out / "tables").glob(f"*{disk_cache.SUFFIX}"):
+        names[disk_cache.unpack(file.read_bytes())[0]["meta"]["name"]] = file
     if rng.random() < 0.5 and {"gpipe", "1f1b"} <= set(names):
         shutil.copyfile(names["gpipe"], names["1f1b"])
         poisoned = names["1f1b"]
         how = "gpipe's table file over 1f1b's"
     else:
         candidates = []
-        for file in sorted((out / "envelopes").glob("*.npz")) + sorted((out / "tables").glob("*.npz")):
-            with np.load(file, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-            keys = [k for k, a in arrays.items() if k != "meta" and a.dtype.kind in "fiu" and a.size > 1]
+        for file in sorted((out / "envelopes").glob(f"*{disk_cache.SUFFIX}")) + sorted((out / "tables").glob(f"*{disk_cache.SUFFIX}")):
+            header, arrays, _ = disk_cache.unpack(file.read_bytes())
+            keys = [k for k, a in arrays.items() if a.dtype.kind in "fiu" and a.size > 1]
             if keys:
-                candidates.append((file, arrays, keys))
-        file, arrays, keys = rng.choice(candidates)
+                candidates.append((file, header, arrays, keys))
+        file, header, arrays, keys = rng.choice(candidates)
         key = rng.choice(keys)
         arrays[key] = (arrays[key] * 1.01 if arrays[key].dtype.kind == "f" else arrays[key][::-1] + 1).astype(arrays[key].dtype)
-        np.savez_compressed(file, **arrays)
+        # re-saved with its header (and so its digest) as it was
+        file.write_bytes(disk_cache.pack({k: v for k, v in header.items() if k != "arrays"}, arrays))
         poisoned = file
         how = f"{file.parent.name} file array {key} edited, re-saved"
     bad = poisoned.read_bytes()

@@ -36,8 +36,8 @@ def cache(tmp_path, monkeypatch):
 
 def _files(cache):
     """The cache's files but the routings (envelope_cache.cached_routing), which every run writes beside them."""
-    return [path for path in cache.glob("*.npz")
-            if envelope_cache.disk_cache.read_npz(path)[0]["kind"] not in ("routing", "refused")]
+    return [path for path in cache.glob(f"*{envelope_cache.disk_cache.SUFFIX}")
+            if envelope_cache.disk_cache.read_entry(path)[0]["kind"] not in ("routing", "refused")]
 
 
 def fresh(table):
@@ -143,7 +143,7 @@ def test_cache_off_builds_and_writes_nothing(tmp_path, monkeypatch):
     run(fresh(table), "overlap")
     run(fresh(table), "overlap")
     assert len(calls) == 2
-    assert not list(tmp_path.rglob("*.npz"))
+    assert not list(tmp_path.rglob(f"*{envelope_cache.disk_cache.SUFFIX}"))
 
 
 def test_small_programs_are_not_cached(tmp_path, monkeypatch):
@@ -151,14 +151,14 @@ def test_small_programs_are_not_cached(tmp_path, monkeypatch):
     table = build_schedule("gpipe", 2, 2)
     assert compiled_for(table).program.n_waves < envelope_cache.MIN_WAVES
     run(fresh(table), "overlap")
-    assert not list(tmp_path.glob("*.npz"))
+    assert not list(tmp_path.glob(f"*{envelope_cache.disk_cache.SUFFIX}"))
 
 
 def test_a_too_large_verdict_is_cached(cache, monkeypatch):
     table = build_schedule("chimera", 4, 8)
     expected = run(fresh(table), "contention", cap=1)  # the envelope needs more than one vector: the scan runs
     assert expected.method == "scan"
-    kinds = sorted(envelope_cache.disk_cache.read_npz(path)[0]["kind"] for path in _files(cache))
+    kinds = sorted(envelope_cache.disk_cache.read_entry(path)[0]["kind"] for path in _files(cache))
     assert kinds == ["NativeSteps", "too_large"]  # the verdict, and the steps of the scan that ran instead
     no_build(monkeypatch)  # the verdict is read, not found again by building
     again = run(fresh(table), "contention", cap=1)
@@ -189,7 +189,7 @@ def test_a_store_written_cold_and_warm_is_the_same(tmp_path, monkeypatch):
         stores[run_name] = tmp_path / f"{run_name}.zarr"
         run_sweep(SweepSpec.from_config(config), stores[run_name], "", progress=False, workers=1)
     build_mod._build_cached.cache_clear()
-    assert list((tmp_path / "cache").glob("*.npz"))
+    assert list((tmp_path / "cache").glob(f"*{envelope_cache.disk_cache.SUFFIX}"))
     off = xr.open_zarr(stores["off"])
     for run_name in ("cold", "warm"):
         other = xr.open_zarr(stores[run_name])
@@ -248,7 +248,7 @@ def test_a_damaged_program_file_is_rebuilt(cache, monkeypatch):
     monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
     table = build_schedule("1f1b", 4, 8)
     expected = compiled_for(fresh(table)).program
-    (path,) = cache.glob("*.npz")
+    (path,) = cache.glob(f"*{envelope_cache.disk_cache.SUFFIX}")
     path.write_bytes(path.read_bytes()[:100])
     _assert_fields_equal(compiled_for(fresh(table)).program, expected)
-    assert envelope_cache.disk_cache.read_npz(path) is not None  # rewritten whole
+    assert envelope_cache.disk_cache.read_entry(path) is not None  # rewritten whole

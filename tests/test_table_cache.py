@@ -7,9 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from ppsweep import disk_cache
 from ppsweep.tables import build as build_mod
 from ppsweep.tables import cache as table_cache
 from ppsweep.tables.fast_realize import realize_fast
+from ppsweep.tables.op_arrays import _read_ops, table_ops
 from ppsweep.schedules import get_schedule
 
 
@@ -40,13 +42,18 @@ def assert_same(a, b):
                                            ("dualpipe", {}), ("dualpipev", {})])
 def test_a_cached_table_reads_back_equal(cache, name, options):
     built = fresh(name, 4, 8, **options)
-    assert len(list(cache.glob("*.npz"))) == 1
+    assert len(list(cache.glob(f"*{disk_cache.SUFFIX}"))) == 1
     read = fresh(name, 4, 8, **options)
     assert read is not built
     assert_same(read, built)
     expected = realize_fast(get_schedule(name).build_order(4, 8, **options))
     assert_same(read, dataclasses.replace(expected, options=read.options))
     assert not list(cache.glob("*.tmp"))
+    # the operations stored beside the table are those its cells hold, field for field
+    stored, from_cells = table_ops(read), _read_ops(read)
+    for f in dataclasses.fields(from_cells):
+        x, y = getattr(stored, f.name), getattr(from_cells, f.name)
+        assert (x is None and y is None) or (x.dtype == y.dtype and np.array_equal(x, y)), f.name
 
 
 def test_keys_separate_definitions_and_code(cache, monkeypatch):
@@ -62,7 +69,7 @@ def test_keys_separate_definitions_and_code(cache, monkeypatch):
 
 def test_a_damaged_file_is_rebuilt_and_replaced(cache):
     built = fresh("gpipe", 4, 8)
-    (path,) = cache.glob("*.npz")
+    (path,) = cache.glob(f"*{disk_cache.SUFFIX}")
     path.write_bytes(b"not a table")
     again = fresh("gpipe", 4, 8)
     assert_same(again, built)
@@ -73,29 +80,24 @@ def test_cache_off(tmp_path, monkeypatch):
     monkeypatch.setenv(table_cache.CACHE_ENV, "off")
     assert table_cache.cache_dir() is None
     fresh("gpipe", 4, 8)
-    assert not list(tmp_path.glob("*.npz"))
+    assert not list(tmp_path.glob(f"*{disk_cache.SUFFIX}"))
     build_mod._build_cached.cache_clear()
 
 
 def test_a_file_that_still_loads_but_is_another_keys_or_edited_is_rebuilt(cache):
     """Issue 34: gpipe's table file copied over 1f1b's (peak memory x128 in a sweep), or an array
     edited and the file re-saved under its name: each loads, neither is used."""
-    import json
-
-    from ppsweep import disk_cache
-
     gpipe, one_f = fresh("gpipe", 4, 8), fresh("1f1b", 4, 8)
     key = cache / table_cache.table_key("1f1b", 4, 8, 1, 2, ())
     other = cache / table_cache.table_key("gpipe", 4, 8, 1, 2, ())
     key.write_bytes(other.read_bytes())
-    assert np.load(key, allow_pickle=False)["kind"].size  # a valid file, gpipe's
+    assert disk_cache.unpack(key.read_bytes())[1]["kind"].size  # a valid file, gpipe's
     assert_same(fresh("1f1b", 4, 8), one_f)
-    with np.load(key, allow_pickle=False) as data:  # edit one array, keep the metadata (and its digest): re-save
-        arrays = {k: data[k] for k in data.files}
-    meta = json.loads(str(arrays.pop("meta")))
+    header, arrays, _ = disk_cache.unpack(key.read_bytes())  # edit one array, keep the header (and its digest): re-save
     arrays["micro"] = (arrays["micro"] + 1).astype(arrays["micro"].dtype)
-    np.savez_compressed(key, meta=np.array(json.dumps(meta)), **arrays)
-    assert disk_cache.read_npz(key) is None
+    key.write_bytes(disk_cache.pack({k: v for k, v in header.items() if k != "arrays"}, arrays))
+    assert disk_cache.unpack(key.read_bytes())[0][disk_cache.DIGEST] == header[disk_cache.DIGEST]
+    assert disk_cache.read_entry(key) is None
     assert_same(fresh("1f1b", 4, 8), one_f)
-    assert disk_cache.read_npz(key) is not None  # replaced by the rebuilt table
+    assert disk_cache.read_entry(key) is not None  # replaced by the rebuilt table
     assert_same(fresh("gpipe", 4, 8), gpipe)

@@ -941,8 +941,7 @@ class EnvelopeBackend:
         if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node) \
                 and (last[5] == budget or not isinstance(last[6][1], _envelope.EnvelopeOverBudget)):
             return last[6]
-        feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
-                                   ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+        feats = _features(compiled, costs, tiers)
         built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers, budget))
         _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, budget, built)
         return built
@@ -950,6 +949,23 @@ class EnvelopeBackend:
 
 #: One-entry memo of :meth:`EnvelopeBackend._built` per thread.
 _ENVELOPE_MEMO = threading.local()
+
+
+def _features(compiled: CompiledTable, costs: Costs, tiers: Tiers) -> "_envelope.Features":
+    """The envelope features of ``costs`` for ``compiled``'s program with messages on ``tiers``: the
+    same in every mode, so the last ones asked for on this thread are kept (a sweep asks for each
+    mode of a table in turn)."""
+    last = getattr(_FEATURES_MEMO, "last", None)  # (compiled, costs) weakly, nodes, features
+    if last is not None and last[0]() is compiled and last[1]() is costs and last[2] == tiers.worker_node:
+        return last[3]
+    feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
+                               ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+    _FEATURES_MEMO.last = (weakref.ref(compiled), weakref.ref(costs), tiers.worker_node, feats)
+    return feats
+
+
+#: One-entry memo of :func:`_features` per thread.
+_FEATURES_MEMO = threading.local()
 
 #: Work of the envelope's programme (:func:`ppsweep.engine.native_envelope.run_waves`) that ``auto``
 #: allows per operation of the table and point of the grid before it scans instead: the compiled

@@ -159,7 +159,7 @@ def cached_envelope(
 
 def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
     """The stored value, or None where the file is missing, damaged or does not fit the request."""
-    read = disk_cache.read_npz(path)
+    read = disk_cache.read_entry(path)
     if read is None:
         return None
     meta, arrays = read
@@ -197,14 +197,14 @@ def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
 def _write(path: Path, built: Built) -> None:
     """Store an envelope or a too-large or over-budget verdict at ``path`` (atomically)."""
     if isinstance(built, EnvelopeOverBudget):
-        disk_cache.write_npz(path, {"kind": "over_budget", "message": str(built), "budget": built.budget}, {})
+        disk_cache.write_entry(path, {"kind": "over_budget", "message": str(built), "budget": built.budget}, {})
         return
     if isinstance(built, EnvelopeTooLarge):
-        disk_cache.write_npz(path, {"kind": "too_large", "message": str(built)}, {})
+        disk_cache.write_entry(path, {"kind": "too_large", "message": str(built)}, {})
         return
     J = built.compute.shape[0]
     rows = np.concatenate([np.reshape(f, (-1, J)) for f in built.finish]) if built.finish else np.zeros((0, J))
-    disk_cache.write_npz(
+    disk_cache.write_entry(
         path,
         {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest), "work": int(built.work)},
         {
@@ -256,7 +256,7 @@ def cached_routing(digest: Callable[[], str], program: Program, mode: str, build
     if directory is None or program.n_waves < MIN_WAVES:
         return build()
     path = directory / disk_cache.key_name(["routing", digest(), mode, code_version()])
-    read = disk_cache.read_npz(path)
+    read = disk_cache.read_entry(path)
     if read is not None:
         meta, arrays = read
         try:
@@ -274,9 +274,9 @@ def cached_routing(digest: Callable[[], str], program: Program, mode: str, build
     try:
         built = build()
     except NotImplementedError as err:
-        disk_cache.write_npz(path, {"kind": "refused", "message": str(err)}, {})
+        disk_cache.write_entry(path, {"kind": "refused", "message": str(err)}, {})
         raise
-    disk_cache.write_npz(path, {"kind": "routing", "n_resources": int(built.n_resources)}, {
+    disk_cache.write_entry(path, {"kind": "routing", "n_resources": int(built.n_resources)}, {
         "lane_resources": disk_cache.narrow(np.asarray(built.lane_resources, dtype=np.int64)),
         "rounds": disk_cache.narrow(np.asarray(built.rounds, dtype=np.int64)),
         "sync_counts": np.array([len(r) for r in built.sync_resources], dtype=np.int64),
@@ -310,7 +310,7 @@ def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, 
 def _cached_fields(path: Path, kind: type, build: Callable[[], Any]) -> Any:
     """A dataclass or named tuple of arrays and scalars (``kind``) read from ``path``, or built and stored there."""
     names = [f.name for f in dataclasses.fields(kind)] if dataclasses.is_dataclass(kind) else list(kind._fields)
-    read = disk_cache.read_npz(path)
+    read = disk_cache.read_entry(path)
     if read is not None:
         meta, arrays = read
         try:
@@ -323,6 +323,6 @@ def _cached_fields(path: Path, kind: type, build: Callable[[], Any]) -> Any:
     values = {name: getattr(built, name) for name in names}
     arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
     scalars = {k: (bool(v) if isinstance(v, (bool, np.bool_)) else int(v)) for k, v in values.items() if k not in arrays}
-    disk_cache.write_npz(path, {"kind": kind.__name__, "scalars": scalars, "dtypes": {k: a.dtype.str for k, a in arrays.items()}},
+    disk_cache.write_entry(path, {"kind": kind.__name__, "scalars": scalars, "dtypes": {k: a.dtype.str for k, a in arrays.items()}},
                          {k: disk_cache.narrow(a) for k, a in arrays.items()})
     return built

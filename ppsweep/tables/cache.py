@@ -24,6 +24,7 @@ import numpy as np
 
 from ppsweep import disk_cache, import_graph
 from ppsweep.tables.fast_realize import table_ops
+from ppsweep.tables.op_arrays import OpArrays, remember_ops
 from ppsweep.tables.table import ScheduleTable
 
 #: Environment variable naming the cache directory (``off``: no cache).
@@ -35,6 +36,9 @@ MIN_CELLS = 1 << 14
 _ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "stage_fractions")
 #: The arrays of a table with pairs F&B (their backward halves), stored beside the others.
 _PAIR_ARRAYS = ("pair_micro", "pair_stage")
+#: The table's operations (:func:`table_ops`), stored beside it under these names (``op_`` + field).
+_OP_FIELDS = ("worker", "start", "slots", "kind", "micro", "stage")
+_OP_PAIR_FIELDS = ("micro2", "stage2")
 
 #: Modules whose source defines a built table (the schedules package is added whole).
 
@@ -85,7 +89,7 @@ def cached_table(
 
 
 def _read(path: Path) -> ScheduleTable | None:
-    read = disk_cache.read_npz(path)
+    read = disk_cache.read_entry(path)
     if read is None:
         return None  # damaged or foreign: rebuilt and replaced
     meta, stored = read
@@ -93,11 +97,14 @@ def _read(path: Path) -> ScheduleTable | None:
         names = _ARRAYS + (_PAIR_ARRAYS if meta["pairs"] else ())
         arrays = {key: stored[key].astype(meta["dtypes"][key], copy=False) for key in names}
         split = meta["split_backward"]
-        return ScheduleTable(
+        table = ScheduleTable(
             name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
             split_backward=split if isinstance(split, bool) else frozenset(tuple(pair) for pair in split),
             f_slots=meta["f_slots"], b_slots=meta["b_slots"], options=meta["options"], **arrays,
         )
+        fields = _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())
+        remember_ops(table, OpArrays(**{f: stored[f"op_{f}"].astype(np.int64) for f in fields}))
+        return table
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -113,4 +120,7 @@ def _write(path: Path, table: ScheduleTable) -> None:
         "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
         "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
-    disk_cache.write_npz(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})
+    ops = table_ops(table)
+    meta["op_pairs"] = ops.micro2 is not None
+    arrays |= {f"op_{f}": getattr(ops, f) for f in _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())}
+    disk_cache.write_entry(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})

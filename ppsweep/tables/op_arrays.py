@@ -22,7 +22,7 @@ from ppsweep.tables.ops import Kind
 if TYPE_CHECKING:
     from ppsweep.tables.table import ScheduleTable
 
-__all__ = ["FAST_KINDS", "OpArrays", "activation_profile_fast", "table_ops"]
+__all__ = ["FAST_KINDS", "OpArrays", "activation_profile_fast", "remember_ops", "table_ops"]
 
 #: The kinds of single operations; an F&B pair (``Kind.FB``) holds a forward and a full backward.
 FAST_KINDS = (Kind.F, Kind.B, Kind.I, Kind.W)
@@ -86,6 +86,12 @@ def table_ops(table: ScheduleTable) -> OpArrays | None:
     if ops is not None:
         _OPS[table] = ops
     return ops
+
+
+def remember_ops(table: ScheduleTable, ops: OpArrays) -> None:
+    """Take ``ops`` as :func:`table_ops` of ``table`` (the table cache stores them beside the table
+    they were read from, so a table read from disk is not read again cell by cell)."""
+    _OPS[table] = ops
 
 
 #: Operation arrays of tables already read (or realized here), held as long as the table lives.
