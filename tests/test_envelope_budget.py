@@ -101,3 +101,27 @@ def test_a_routing_reads_back_equal_and_a_refusal_is_raised_again(tmp_path, monk
         envelope_cache.cached_routing(lambda: "other", program, "ports", refuse)
     with pytest.raises(NotImplementedError, match="refused"):
         envelope_cache.cached_routing(lambda: "other", program, "ports", lambda: pytest.fail("routed again"))
+
+
+def test_a_walk_that_runs_ahead_of_its_budgets_pace_stops_early_and_need_decides_exactly():
+    """A programme stops once its work runs ahead of its budget's pace (native_envelope.PACE_NUM), not only
+    past the budget: a doomed walk spends a fraction of its budget. ``need`` is the least budget it passes."""
+    from ppsweep.engine import native_envelope
+    from ppsweep.engine.comm import route
+
+    table = build_schedule("interleaved_1f1b", 8, 64)
+    program, feats = compiled_for(table).program, _features(table)
+    full = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm)
+    assert full.work > 4 * native_envelope.PACE_FLOOR and full.need >= full.work
+    within = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=full.need)
+    assert np.array_equal(within.t_sim, full.t_sim)
+    with pytest.raises(envelope_mod.EnvelopeOverBudget):
+        envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=full.need - 1)
+    # a third of the work it needs: stopped by its projected work well before the budget is spent
+    rows = feats.weights[:, : program.n_stages * 5 + 1].T
+    idx = envelope_mod.raw_index(program)
+    wire, msg = feats.weights[:, idx["wire"]], feats.weights[:, idx["alpha"]] + feats.weights[:, idx["wire"]]
+    budget = full.work // 3
+    *_, too_many, spent, _ = native_envelope.run_waves(program, route(program, "contention"), rows, wire, msg, 64,
+                                                        envelope_mod._SAME, None, budget)
+    assert too_many == -1 and spent < budget * 3 // 4

@@ -75,6 +75,11 @@ class EnvelopeTooLarge(Exception):
     """A table whose envelope needs more vectors than the cap at some node of its event graph."""
 
 
+def over_budget_message(budget: int | None) -> str:
+    """Why a programme stopped at ``budget``: :class:`EnvelopeOverBudget`'s message."""
+    return f"its programme needs more work than its budget ({budget}), or runs ahead of its pace"
+
+
 class EnvelopeOverBudget(EnvelopeTooLarge):
     """A table whose envelope programme needs more work than its budget (:func:`build_envelope`).
 
@@ -298,6 +303,8 @@ class Envelope:
       largest: largest set kept at any node.
       work: the compiled programme's work (:func:`ppsweep.engine.native_envelope.run_waves`; 0 from
         the reference walk, which does not count it).
+      need: the least budget under which the compiled programme runs to its end: its work, or
+        more where it ran ahead of a smaller budget's pace.
     """
 
     t_sim: np.ndarray
@@ -307,6 +314,7 @@ class Envelope:
     depth: int
     largest: int
     work: int = 0
+    need: int = 0
 
     @property
     def n_vectors(self) -> int:
@@ -406,12 +414,14 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         lane by lane in numpy.
       tiers: the tier of each link and synchronisation (default: every one between nodes); a
         message adds its tier's latency and wire vectors.
-      budget: most work the compiled programme may do (:func:`ppsweep.engine.native_envelope.run_waves`);
+      budget: most work the compiled programme may do, and the pace it may not run ahead of
+        (:func:`ppsweep.engine.native_envelope.run_waves`);
         None: no limit. The reference walk (``native=False`` or more than 128 features) has none.
 
     Raises:
       EnvelopeTooLarge: when some node needs more than ``cap`` vectors.
-      EnvelopeOverBudget: (an EnvelopeTooLarge) when the programme needs more work than ``budget``.
+      EnvelopeOverBudget: (an EnvelopeTooLarge) when the programme needs more work than ``budget``
+        (or runs ahead of its pace).
     """
     routing = route(program, mode) if routing is None else routing
     J = weights.shape[0]
@@ -432,10 +442,10 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     alg = _SetAlgebra(cap, native)
     work = 0
     if native:  # the same walk, compiled
-        free, reg, res, ready, alg.largest, too_many, work = native_envelope.run_waves(
+        free, reg, res, ready, alg.largest, too_many, work, need = native_envelope.run_waves(
             program, routing, rows, wire, msg, cap, _SAME, lane_tier, budget or 0)
         if too_many < 0:
-            raise EnvelopeOverBudget(f"its programme needs more work than its budget ({budget})", budget)
+            raise EnvelopeOverBudget(over_budget_message(budget), budget)
         if too_many:
             raise EnvelopeTooLarge(f"{too_many} vectors at one node (cap {cap})")
     else:  # the reference: lane by lane
@@ -492,6 +502,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         depth=program.n_ops + program.n_sync + 2,
         largest=alg.largest,
         work=work,
+        need=need if native else work,
     )
 
 

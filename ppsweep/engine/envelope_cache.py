@@ -33,7 +33,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from ppsweep import disk_cache, import_graph
-from ppsweep.engine.envelope import Envelope, EnvelopeOverBudget, EnvelopeTooLarge
+from ppsweep.engine.envelope import Envelope, EnvelopeOverBudget, EnvelopeTooLarge, over_budget_message
 from ppsweep.engine.program import Program
 from ppsweep.tables.cache import MIN_CELLS
 from ppsweep.tables.table import ScheduleTable
@@ -124,8 +124,9 @@ def cached_envelope(
 ) -> Built:
     """The envelope (or too-large verdict) from the cache, or ``build()`` (then stored).
 
-    One file per key whatever the budget: an envelope keeps its programme's work (over ``budget``:
-    the verdict :class:`EnvelopeOverBudget`, as its build with that budget would give), a verdict
+    One file per key whatever the budget: an envelope keeps the least budget its programme passes
+    (``need``: its work and pace; over ``budget``: the verdict :class:`EnvelopeOverBudget`, as its
+    build with that budget would give), a verdict
     "over budget B" answers every budget up to B (a larger one builds again and replaces it).
 
     Args:
@@ -144,9 +145,9 @@ def cached_envelope(
         return build()
     path = directory / envelope_key(digest(), mode, weights, comm, cap, tiers)
     hit = _read(path, program.p, np.asarray(comm, dtype=bool))
-    over = EnvelopeOverBudget(f"its programme needs more work than its budget ({budget})", budget or 0)
+    over = EnvelopeOverBudget(over_budget_message(budget), budget or 0)
     if isinstance(hit, Envelope):
-        return over if budget is not None and hit.work > budget else hit
+        return over if budget is not None and hit.need > budget else hit
     if isinstance(hit, EnvelopeOverBudget):
         if budget is not None and budget <= hit.budget:
             return over
@@ -189,6 +190,7 @@ def _read(path: Path, p: int, comm: np.ndarray) -> Built | None:
             depth=int(meta["depth"]),
             largest=int(meta["largest"]),
             work=int(meta["work"]),
+            need=int(meta["need"]),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -206,7 +208,8 @@ def _write(path: Path, built: Built) -> None:
     rows = np.concatenate([np.reshape(f, (-1, J)) for f in built.finish]) if built.finish else np.zeros((0, J))
     disk_cache.write_entry(
         path,
-        {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest), "work": int(built.work)},
+        {"kind": "envelope", "depth": int(built.depth), "largest": int(built.largest), "work": int(built.work),
+         "need": int(built.need)},
         {
             "t_sim": built.t_sim,
             "finish_rows": rows,

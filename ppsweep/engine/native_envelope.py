@@ -32,6 +32,18 @@ from ppsweep.engine.program import Program
 #: Widest vectors :func:`row_sum` adds as numpy does (numpy's pairwise block).
 MAX_COMPONENTS = 128
 
+#: A programme with a budget ``B`` stops early once its projected work passes
+#: ``PACE_FLOOR + (PACE_NUM / PACE_DEN) · B``: after each step, its work so far plus the steps left
+#: at the rate of its last :data:`PACE_WINDOW`-th of the steps (compared in integers, so that a
+#: cached walk answers a budget exactly as a new one would). A walk's sets grow as a pipeline
+#: fills and then keep their size, so a walk that would pass its budget shows it long before it
+#: has spent it; the budget alone let every such walk spend its whole budget first (on the design
+#: sweep, those doomed walks were 28 % of a cold run). The factor 3/2 leaves room for walks whose
+#: last steps cost less than their middle ones; the floor, for the first steps.
+PACE_NUM, PACE_DEN = 3, 2
+PACE_FLOOR = 1_000_000
+PACE_WINDOW = 16
+
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def row_sum(v: np.ndarray, i: int) -> float:
@@ -148,9 +160,10 @@ def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, no
 @numba.njit(cache=True, nogil=True)
 def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_base, res_base, ready_base, blocks_sender,
            vecs, n_tiers, cap, same, budget):
-    """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many, work)``
+    """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many, work, need)``
     (``too_many``: rows kept by the first join past the cap, 0 if none, -1 where the work passed
-    ``budget`` first (0: no budget); ``work``: :func:`run_waves`'s count). ``vecs``: the duration
+    ``budget`` first or ran ahead of its pace (:data:`PACE_NUM`; 0: no budget); ``work``: :func:`run_waves`'s
+    count; ``need``: the least budget the walk passes, pace included). ``vecs``: the duration
     rows, then per tier the wire and the message time (the last ``2·n_tiers`` rows); a step's
     message takes its ``tier``'s."""
     J = vecs.shape[1]
@@ -169,6 +182,10 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
     target = np.zeros(p, dtype=np.int64)
     largest = 1
     work = 0
+    need = 0  # the least budget this walk passes so far (its pace included)
+    steps = max(wave_start[-1], 1)
+    window = max(1, steps // PACE_WINDOW)
+    past = np.zeros(steps + 1, dtype=np.int64)  # the work after each step (past[s + 1])
     for t in range(wave_start.shape[0] - 1):
         n_writes = 0
         for s in range(wave_start[t], wave_start[t + 1]):
@@ -180,14 +197,20 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
                 work += n * n
                 if k > cap:
-                    return pool, count, largest, k, work
+                    return pool, count, largest, k, work, need
                 largest = max(largest, k)
             else:
                 k = _load(pool, w, count[w], kept, 0)
             n_end = _plus(kept, k, vecs, row[s], end, 0)
             work += n_end
-            if budget > 0 and work > budget:
-                return pool, count, largest, -1, work
+            # projected work past the pace of a budget b: PACE_DEN·(projection - floor) > PACE_NUM·b,
+            # the projection (times its window L): work·L + (work of the last L steps)·(steps left)
+            past[s + 1] = work
+            span = min(window, s + 1)
+            ahead = PACE_DEN * (work * span + (work - past[s + 1 - span]) * (steps - s - 1) - PACE_FLOOR * span)
+            need = max(need, work, -(-ahead // (PACE_NUM * span)))
+            if budget > 0 and (work > budget or ahead > PACE_NUM * budget * span):
+                return pool, count, largest, -1, work, need
             if out[s] >= 0:  # it sends: the message starts once its data and its resources are ready
                 wire = comm_base + 2 * tier[s]
                 msg = wire + 1
@@ -200,7 +223,7 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                     k = prune_rows(joined, n, same, kept, keys, order, tol)
                     work += n * n
                     if k > cap:
-                        return pool, count, largest, k, work
+                        return pool, count, largest, k, work, need
                     largest = max(largest, k)
                 for j in range(k_held):  # the resources it holds, free again after its wire time
                     node = res_base + held[s, j]
@@ -220,7 +243,7 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
         for i in range(n_writes):
             k = _load(arrival, i, n_arrival[i], kept, 0)
             count[target[i]] = _store(kept, k, pool, target[i])
-    return pool, count, largest, 0, work
+    return pool, count, largest, 0, work, max(need, work)
 
 
 def supports(n_components: int) -> bool:
@@ -230,7 +253,7 @@ def supports(n_components: int) -> bool:
 
 def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int,
               same: float, lane_tier: np.ndarray | None = None, budget: int = 0
-              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int, int]:
+              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int, int, int]:
     """The wave loop of :func:`ppsweep.engine.envelope.build_envelope`, compiled.
 
     Args:
@@ -241,14 +264,17 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       cap: largest set kept at a node.
       same: the relative rounding tolerance of a join.
       lane_tier: ``(n_waves, p)`` the tier of each lane's message (default: all 0).
-      budget: most work (below) the walk may do before it stops (0: no limit).
+      budget: most work (below) the walk may do before it stops (0: no limit); it also stops once
+        its projected work runs past the budget's pace (:data:`PACE_NUM`).
 
     Returns:
-      ``(free, reg, resources, ready, largest, too_many, work)``: the sets after the last wave, one
+      ``(free, reg, resources, ready, largest, too_many, work, need)``: the sets after the last wave, one
       ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, the
-      rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``
-      first: then the sets are meaningless), and the walk's work: the square of the rows entering
-      each join plus the rows of each operation's end, a deterministic count that follows its time.
+      rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
+      its pace, first: then the sets are meaningless), and the walk's work: the square of the rows entering
+      each join plus the rows of each operation's end, a deterministic count that follows its time;
+      and the least budget under which the walk runs to its end (its work, or more where it runs
+      ahead of its pace; :data:`PACE_NUM`).
     """
     t, w = np.nonzero(program.active)  # by wave, then worker
     if routing.n_rounds > 1:  # the reference's lane order: wave, round, worker
@@ -264,7 +290,7 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     ready_base = res_base + routing.n_resources
     wire, msg = np.atleast_2d(wire), np.atleast_2d(msg)
     tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64)[t, w]
-    pool, count, largest, too_many, work = _waves(
+    pool, count, largest, too_many, work, need = _waves(
         wave_start, w.astype(np.int64), program.cost_row[t, w].astype(np.int64),
         np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
         np.where(out == program.trash_reg, -1, out).astype(np.int64),
@@ -276,7 +302,7 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     )
     sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
     return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),
-            int(too_many), int(work))
+            int(too_many), int(work), int(need))
 
 
 def prune(vectors: np.ndarray, same: float) -> np.ndarray:
