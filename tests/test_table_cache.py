@@ -11,6 +11,7 @@ from ppsweep import disk_cache
 from ppsweep.tables import build as build_mod
 from ppsweep.tables import cache as table_cache
 from ppsweep.tables.fast_realize import realize_fast
+from ppsweep.tables.digest import table_digest
 from ppsweep.tables.op_arrays import _read_ops, table_ops
 from ppsweep.schedules import get_schedule
 
@@ -49,6 +50,8 @@ def test_a_cached_table_reads_back_equal(cache, name, options):
     expected = realize_fast(get_schedule(name).build_order(4, 8, **options))
     assert_same(read, dataclasses.replace(expected, options=read.options))
     assert not list(cache.glob("*.tmp"))
+    # the digest stored beside the table is the one its content hashes to
+    assert table_digest(read) == table_digest(dataclasses.replace(read))
     # the operations stored beside the table are those its cells hold, field for field
     stored, from_cells = table_ops(read), _read_ops(read)
     for f in dataclasses.fields(from_cells):

@@ -188,7 +188,7 @@ def features(
         return a.reshape((1,) * (ndim + trailing - a.ndim) + a.shape)
 
     cands: list[tuple[np.ndarray, np.ndarray, bool]] = []
-    used_rows = set(int(r) for r in np.unique(program.compute_rows))
+    used_rows = set(np.flatnonzero(np.bincount(program.compute_rows, minlength=n_duration_rows(S))).tolist())  # the rows a step uses
     for k, name in enumerate(_KINDS):
         rows = [k * S + s for s in range(S)]
         if not used_rows.intersection(rows):

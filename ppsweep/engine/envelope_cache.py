@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -36,7 +35,7 @@ from ppsweep import disk_cache, import_graph
 from ppsweep.engine.envelope import Envelope, EnvelopeOverBudget, EnvelopeTooLarge, over_budget_message
 from ppsweep.engine.program import Program
 from ppsweep.tables.cache import MIN_CELLS
-from ppsweep.tables.table import ScheduleTable
+from ppsweep.tables.digest import table_digest  # noqa: F401  (the key of every file here)
 
 #: Environment variable naming the cache directory (``off``: no cache).
 CACHE_ENV = "PPSWEEP_ENVELOPE_CACHE"
@@ -60,38 +59,6 @@ def code_version() -> str:
     engine's compiled form (:mod:`ppsweep.engine.compiled`, the envelope, the compiled scan) and all
     they import (:func:`ppsweep.import_graph.source_version`)."""
     return import_graph.source_version("ppsweep.engine.compiled", "ppsweep.engine.native_scan")
-
-
-def table_digest(table: ScheduleTable) -> str:
-    """Hash of a table's content: every field, arrays by dtype, shape and bytes.
-
-    Args:
-      table: the table.
-
-    Returns:
-      32 hexadecimal digits.
-    """
-    digest = hashlib.sha256()
-    for field in dataclasses.fields(table):
-        value = getattr(table, field.name)
-        digest.update(field.name.encode())
-        if isinstance(value, np.ndarray):
-            digest.update(f"{value.dtype.str}{value.shape}".encode())
-            digest.update(np.ascontiguousarray(value).tobytes())
-        else:
-            digest.update(json.dumps(_canonical(value), sort_keys=True, default=repr).encode())
-    return digest.hexdigest()[:32]
-
-
-def _canonical(value: Any) -> Any:
-    """``value`` in a JSON form that does not depend on set order."""
-    if isinstance(value, (set, frozenset)):
-        return sorted((_canonical(v) for v in value), key=repr)
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    return value
 
 
 def envelope_key(digest: str, mode: str, weights: np.ndarray, comm: np.ndarray, cap: int, tiers: tuple = ()) -> str:

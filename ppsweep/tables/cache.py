@@ -24,6 +24,7 @@ import numpy as np
 
 from ppsweep import disk_cache, import_graph
 from ppsweep.tables.fast_realize import table_ops
+from ppsweep.tables.digest import remember_digest, table_digest
 from ppsweep.tables.op_arrays import OpArrays, remember_ops
 from ppsweep.tables.table import ScheduleTable
 
@@ -104,6 +105,7 @@ def _read(path: Path) -> ScheduleTable | None:
         )
         fields = _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())
         remember_ops(table, OpArrays(**{f: stored[f"op_{f}"].astype(np.int64) for f in fields}))
+        remember_digest(table, str(meta["digest"]))
         return table
     except (KeyError, TypeError, ValueError):
         return None
@@ -122,5 +124,6 @@ def _write(path: Path, table: ScheduleTable) -> None:
     }
     ops = table_ops(table)
     meta["op_pairs"] = ops.micro2 is not None
+    meta["digest"] = table_digest(table)  # the engine caches' key of this table (ppsweep.tables.digest)
     arrays |= {f"op_{f}": getattr(ops, f) for f in _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())}
     disk_cache.write_entry(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})

@@ -1,0 +1,67 @@
+"""A table's content digest: the key under which the engine's on-disk caches keep what they derive
+from a table (its program, routings, the compiled scan's steps, envelopes).
+
+Computed once per table object; a table read from the table cache (:mod:`ppsweep.tables.cache`)
+comes with the digest computed when it was written (:func:`remember_digest`), so a warm run does
+not hash every cell of every table again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ppsweep.tables.table import ScheduleTable
+
+
+def table_digest(table: ScheduleTable) -> str:
+    """Hash of a table's content: every field, arrays by dtype, shape and bytes.
+
+    Args:
+      table: the table.
+
+    Returns:
+      32 hexadecimal digits.
+    """
+    known = _DIGESTS.get(table)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    for field in dataclasses.fields(table):
+        value = getattr(table, field.name)
+        digest.update(field.name.encode())
+        if isinstance(value, np.ndarray):
+            digest.update(f"{value.dtype.str}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+        else:
+            digest.update(json.dumps(_canonical(value), sort_keys=True, default=repr).encode())
+    _DIGESTS[table] = digest.hexdigest()[:32]
+    return _DIGESTS[table]
+
+
+def remember_digest(table: ScheduleTable, digest: str) -> None:
+    """Take ``digest`` as :func:`table_digest` of ``table`` (the table cache stores it beside the
+    table it was computed from)."""
+    _DIGESTS[table] = digest
+
+
+#: Digests of tables already hashed (or read with theirs), held as long as the table lives.
+_DIGESTS: "weakref.WeakKeyDictionary[ScheduleTable, str]" = weakref.WeakKeyDictionary()
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` in a JSON form that does not depend on set order."""
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    return value
+
+
