@@ -98,9 +98,10 @@ SUFFIX = ".ppc"
 #: First bytes of a cache file: the container and its version.
 MAGIC = b"ppsweep-cache/1\n"
 
-#: Every array's bytes are LZ4 blocks (numcodecs, a dependency of zarr): on the design sweep's
-#: caches they read 4x faster than deflate at level 1 and 14x faster than numpy's ``.npz``
-#: (its zip members and array headers cost more than the inflate), for files about as small.
+#: Every array's bytes are one LZ4 block (numcodecs, which zarr needs too). The design sweep's
+#: caches (20,085 files, 5.6 GB of arrays) read back in 3.3 s, against 24 s as ``.npz`` files
+#: deflated at level 1 (numpy's zip members and array headers cost more than the inflate), for
+#: files 1.4x larger on disk (380 MB against 269 MB).
 _CODEC = LZ4()
 
 
