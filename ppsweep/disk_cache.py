@@ -130,7 +130,7 @@ def _encoded(arrays: dict[str, np.ndarray]) -> tuple[list[list[Any]], list[bytes
     (:data:`_CODEC`; nothing for an empty array)."""
     specs, blobs = [], []
     for key, value in arrays.items():
-        a = np.ascontiguousarray(value)
+        a = np.asarray(value, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         if a.dtype.hasobject:
             raise ValueError(f"cache array {key!r}: object arrays are not stored")
         blob = bytes(_CODEC.encode(a)) if a.nbytes else b""
