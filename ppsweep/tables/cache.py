@@ -16,6 +16,7 @@ reclaim the space.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Callable
@@ -37,9 +38,9 @@ MIN_CELLS = 1 << 14
 _ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "stage_fractions")
 #: The arrays of a table with pairs F&B (their backward halves), stored beside the others.
 _PAIR_ARRAYS = ("pair_micro", "pair_stage")
-#: The table's operations (:func:`table_ops`), stored beside it under these names (``op_`` + field).
-_OP_FIELDS = ("worker", "start", "slots", "kind", "micro", "stage")
-_OP_PAIR_FIELDS = ("micro2", "stage2")
+#: Prefix of the table's operations (:func:`table_ops`, each field of :class:`OpArrays` that is
+#: not None), stored beside it.
+_OP = "op_"
 
 #: Modules whose source defines a built table (the schedules package is added whole).
 
@@ -103,8 +104,7 @@ def _read(path: Path) -> ScheduleTable | None:
             split_backward=split if isinstance(split, bool) else frozenset(tuple(pair) for pair in split),
             f_slots=meta["f_slots"], b_slots=meta["b_slots"], options=meta["options"], **arrays,
         )
-        fields = _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())
-        remember_ops(table, OpArrays(**{f: stored[f"op_{f}"].astype(np.int64) for f in fields}))
+        remember_ops(table, OpArrays(**{key[len(_OP):]: a.astype(np.int64) for key, a in stored.items() if key.startswith(_OP)}))
         remember_digest(table, str(meta["digest"]))
         return table
     except (KeyError, TypeError, ValueError):
@@ -122,8 +122,7 @@ def _write(path: Path, table: ScheduleTable) -> None:
         "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
         "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
-    ops = table_ops(table)
-    meta["op_pairs"] = ops.micro2 is not None
     meta["digest"] = table_digest(table)  # the engine caches' key of this table (ppsweep.tables.digest)
-    arrays |= {f"op_{f}": getattr(ops, f) for f in _OP_FIELDS + (_OP_PAIR_FIELDS if meta["op_pairs"] else ())}
+    ops = table_ops(table)
+    arrays |= {_OP + f.name: getattr(ops, f.name) for f in dataclasses.fields(ops) if getattr(ops, f.name) is not None}
     disk_cache.write_entry(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})
