@@ -4,8 +4,8 @@ Two caches use it: built tables (:mod:`ppsweep.tables.cache`) and built envelope
 (:mod:`ppsweep.engine.envelope_cache`). Each is a directory named by an environment variable
 (``off`` turns it off) with a default under ``~/.cache/ppsweep``, and holds one file per key
 (:data:`SUFFIX`: a JSON header and LZ4-compressed arrays, :func:`pack`). A key includes a hash
-of the source of every module that computes what the file holds (:func:`source_version`), so a code change starts a fresh set of files and nothing stale is
-ever read. Files are written under a temporary name in the same directory and renamed into
+of the source of every module that computes what the file holds (:func:`source_version`), so a
+code change starts a fresh set of files and nothing stale is ever read. Files are written under a temporary name in the same directory and renamed into
 place (:func:`write_entry`), so concurrent writers (shards, worker processes) never expose a
 partial file. Every file carries a digest of its content bound to its key
 (:func:`content_digest`); a file that cannot be read (damaged, truncated, foreign) or whose content

@@ -24,6 +24,7 @@ from ppsweep.engine import envelope_cache as _envelope_cache
 from ppsweep.engine.fast_program import PROGRAM
 from ppsweep.engine.program import Program
 from ppsweep.engine.tiers import Tiers, check_worker_node, tiers_for
+from ppsweep.tables.digest import table_digest
 from ppsweep.tables.table import ScheduleTable
 
 
@@ -128,7 +129,6 @@ class CompiledTable:
         self._envelopes: dict[tuple, Any] = {}
         self._tiers: dict[tuple[int, ...], Tiers] = {}
         self._tier_lanes: dict[tuple[int, ...], tuple] = {}
-        self._digest: dict[str, str] = {}
         self._derived: dict[str, Any] = {}
         self.program: Program = _envelope_cache.cached_program(self.digest, table.kind.size, lambda: PROGRAM(table))
 
@@ -176,8 +176,8 @@ class CompiledTable:
         return self._cached(self._envelopes, (mode, cap) + key + tiers.key() + (budget,), from_disk)
 
     def digest(self) -> str:
-        """Hash of the table's content (:func:`ppsweep.engine.envelope_cache.table_digest`), computed once."""
-        return self._cached(self._digest, "table", lambda: _envelope_cache.table_digest(self._table()))
+        """Hash of the table's content (:func:`ppsweep.tables.digest.table_digest`, which keeps it per table)."""
+        return table_digest(self._table())
 
     def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:
         """A value derived from the program and the table, built once by ``make(program, table)``

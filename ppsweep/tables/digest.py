@@ -63,5 +63,3 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _canonical(v) for k, v in value.items()}
     return value
-
-
