@@ -64,7 +64,7 @@ def test_fallback_to_scan_when_a_table_needs_too_many_vectors():
     with pytest.raises(env_mod.EnvelopeTooLarge):
         env_mod.build_envelope(program, "contention", feats.weights, feats.comm, cap=1)
     r = run(table, c, "contention", backend="auto", cap=1)
-    assert r.backend == "native_scan" and "not envelope (needs more than cap=1 vectors)" in r.reason
+    assert r.backend == "periodic_scan" and "not envelope (needs more than cap=1 vectors)" in r.reason
     with pytest.raises(UnsupportedCase, match="envelope cannot run gpipe in contention: needs more than cap=1 vectors"):
         run(table, c, "contention", backend="envelope", cap=1)
     scan = run(table, c, "contention", backend="scan")

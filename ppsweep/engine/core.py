@@ -443,17 +443,22 @@ def _preferred_scan():
 
 
 def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dtype, chunk: int,
-                factors: "_LaneFactors | None" = None, tiers: Tiers | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                factors: "_LaneFactors | None" = None, tiers: Tiers | None = None,
+                periodic: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_run_scan` as the compiled CPU loop (:mod:`ppsweep.engine.native_scan`): ranges of
     points on every core (threads; the loop holds no interpreter lock), each carried through the
     table a tile of :func:`_native_tile` points (at most ``chunk``) at a time. With ``factors``
     (``k`` samples) ``point`` holds groups of samples and the results come back group-major, as
-    :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes)."""
+    :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes).
+    ``periodic``: step over the runs of waves that repeat once the state does (:mod:`ppsweep.engine.steady_state`)."""
     from ppsweep.engine.envelope_cache import cached_native_steps
     from ppsweep.engine.native_scan import native_steps, run_points, step_factors
+    from ppsweep.engine.steady_state import periodic_runs
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
         compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
+    runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: periodic_runs(steps, program.p, table.m)) \
+        if periodic and factors is None else None
     program = compiled.program
     tiers = compiled.tiers(None) if tiers is None else tiers
     k = 0 if factors is None else factors.compute.shape[-1]
@@ -472,7 +477,7 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     per_range = tile * max(1, -(-n // (tile * 4 * workers)))
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
     step_tier = tiers.lane_tier(steps.link)
-    run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy)  # noqa: E731
+    run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy, runs)  # noqa: E731
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(run, ranges))
@@ -882,6 +887,26 @@ class NativeScan(_CompiledScan):
 
 
 @dataclass(frozen=True)
+class PeriodicScan(_CompiledScan):
+    """The compiled CPU loop that steps over a table's steady state (:mod:`ppsweep.engine.steady_state`):
+    once a block of repeating waves moves every row it writes by one increment, the blocks up to the
+    last are added as that increment (docs/contract.md §4, "The periodic scan"); within
+    :data:`ENGINE_RTOL` of the reference. ``auto`` prefers it to the plain loop where JAX runs on one
+    CPU device; with noise (each step's own factors) it scans every wave, as ``native_scan``."""
+
+    name: str = "periodic_scan"
+    tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL)
+
+    @property
+    def priority(self) -> int:
+        return 25 if _one_cpu_device() else 4
+
+    def runner(self) -> Any:
+        """The tile runner: :func:`_run_native`, stepping over the steady state."""
+        return functools.partial(_run_native, periodic=True)
+
+
+@dataclass(frozen=True)
 class EnvelopeBackend:
     """The compiled envelope (:mod:`ppsweep.engine.envelope`): tables whose envelope at the costs'
     features stays within ``cap`` vectors, no noise; within :data:`ENGINE_RTOL` of the reference."""
@@ -1045,5 +1070,5 @@ class ReferenceBackend:
         )
 
 
-for _backend in (ReferenceBackend(), JaxScan(), NativeScan(), EnvelopeBackend()):
+for _backend in (ReferenceBackend(), JaxScan(), NativeScan(), PeriodicScan(), EnvelopeBackend()):
     register(_backend)

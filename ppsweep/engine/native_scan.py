@@ -41,6 +41,7 @@ import numpy as np
 
 from ppsweep.engine.comm import Routing
 from ppsweep.engine.program import Program
+from ppsweep.engine.steady_state import PeriodicRuns, no_runs
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -149,6 +150,8 @@ class _Kernel(NamedTuple):
         t_opt: ``(n,)``.
       samples: ``k`` samples per group of costs (0: no noise); step_cf, step_mf: ``(n_steps, k)``
         each step's compute and message factors.
+      run_start, run_block, run_end, run_rows_at, run_rows: the runs of waves the periodic scan may
+        step over (:class:`ppsweep.engine.steady_state.PeriodicRuns`; empty: every wave is scanned).
     """
 
     wave_start: np.ndarray
@@ -173,6 +176,11 @@ class _Kernel(NamedTuple):
     samples: int
     step_cf: np.ndarray
     step_mf: np.ndarray
+    run_start: np.ndarray
+    run_block: np.ndarray
+    run_end: np.ndarray
+    run_rows_at: np.ndarray
+    run_rows: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
@@ -229,6 +237,111 @@ def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
             _copy_row(st, w, ready + k.slot[s], b)
         if k.out[s] >= 0 and k.blocks_sender:  # blocking: the sender is busy until its message arrives
             _copy_row(st, reg + k.out[s], w, b)
+
+
+#: The periodic scan steps over ``n`` spans of a run (one or two blocks) only where, at every point,
+#: ``n`` times the largest spread of the last span's increments (time and path compute, over the rows
+#: a block writes) is at most this fraction of the point's latest time; and it keeps the step only
+#: where the span after it moves by the same increments within this fraction (docs/contract.md §4).
+PERIOD_RTOL = 1e-13
+
+#: Fewest points of a tile that step over a run on their own, apart from the tile's other points,
+#: which scan on (the points of a tile repeat after different numbers of blocks, or not at all).
+SPLIT_LEAST = 32
+
+@numba.njit(cache=True, nogil=True)
+def _snapshot(st, rows, snap, b):
+    """``snap[j]`` takes row ``rows[j]``'s time and path."""
+    for j in range(rows.shape[0]):
+        for i in range(b):
+            snap[j, T, i] = st[rows[j], T, i]
+            snap[j, P, i] = st[rows[j], P, i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _push(st, rows, snaps, b):
+    """The block boundaries seen: ``snaps[1]`` takes ``snaps[0]``, ``snaps[0]`` the rows now."""
+    for j in range(rows.shape[0]):
+        for i in range(b):
+            snaps[1, j, T, i] = snaps[0, j, T, i]
+            snaps[1, j, P, i] = snaps[0, j, P, i]
+    _snapshot(st, rows, snaps[0], b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _spread(st, rows, snap, inc, i):
+    """At point ``i``: the largest difference between a row's increment since ``snap`` and ``inc``
+    (time and path compute), and the latest time of those rows (NaN where any is not finite)."""
+    spread, top = 0.0, 0.0
+    for j in range(rows.shape[0]):
+        t, pc = st[rows[j], T, i], st[rows[j], P, i]
+        spread = max(spread, abs(t - snap[j, T, i] - inc[T, i]), abs(pc - snap[j, P, i] - inc[P, i]))
+        top = max(top, abs(t))
+    return spread, top
+
+
+@numba.njit(cache=True, nogil=True)
+def _increments(st, rows, snap, inc, n, b, ok):
+    """Per point, the first row's increment since ``snap`` (into ``inc``), and whether every row
+    moved by it closely enough that ``n`` more of it stay within :data:`PERIOD_RTOL` (into ``ok``).
+    Returns how many points may step."""
+    count = 0
+    for i in range(b):
+        inc[T, i] = st[rows[0], T, i] - snap[0, T, i]
+        inc[P, i] = st[rows[0], P, i] - snap[0, P, i]
+        spread, top = _spread(st, rows, snap, inc, i)
+        ok[i] = n * spread <= PERIOD_RTOL * (top + n * abs(inc[T, i]))
+        count += ok[i]
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def _held_step(st, rows, snap, inc, b):
+    """Whether every point's rows moved by ``inc`` since ``snap``, within :data:`PERIOD_RTOL`."""
+    for i in range(b):
+        spread, top = _spread(st, rows, snap, inc, i)
+        if not spread <= PERIOD_RTOL * top:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _step_over(st, rows, inc, n, b):
+    """Rows ``rows`` move ``n`` increments ``inc`` (the spans stepped over)."""
+    for j in range(rows.shape[0]):
+        for i in range(b):
+            st[rows[j], T, i] = st[rows[j], T, i] + n * inc[T, i]
+            st[rows[j], P, i] = st[rows[j], P, i] + n * inc[P, i]
+
+
+#: What :func:`_scan_points` counts (``counts``): waves × points scanned, points that stepped over a
+#: run (once per run), points whose step did not hold, tiles parted.
+WAVE_POINTS, STEPPED, UNDONE, SPLITS = 0, 1, 2, 3
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_rows(src, dst, rows, b):
+    """Rows ``0 … rows-1`` of points ``0 … b-1`` of ``dst`` take ``src``'s."""
+    for r in range(rows):
+        for i in range(b):
+            dst[r, T, i] = src[r, T, i]
+            dst[r, P, i] = src[r, P, i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _move_point(g, i, h, j, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2):
+    """Point ``i`` of buffer set ``g`` becomes point ``j`` of set ``h`` (state, inputs, snapshots)."""
+    for r in range(ends):
+        st2[h, r, T, j], st2[h, r, P, j] = st2[g, r, T, i], st2[g, r, P, i]
+    for r in range(dur2.shape[1]):
+        dur2[h, r, j] = dur2[g, r, i]
+    for r in range(wire2.shape[1]):
+        wire2[h, r, j], msg2[h, r, j] = wire2[g, r, i], msg2[g, r, i]
+    src2[h, j], sample2[h, j], pos2[h, j] = src2[g, i], sample2[g, i], pos2[g, i]
+    for a in range(2):
+        for r in range(snap2.shape[2]):
+            snap2[h, a, r, T, j], snap2[h, a, r, P, j] = snap2[g, a, r, T, i], snap2[g, a, r, P, i]
+        inc2[h, a, j] = inc2[g, a, i]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -290,7 +403,7 @@ def _worker_ends(k, st, layout, src, mine, b, tol):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out):
+def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     """Points ``lo … hi-1`` of kernel ``k`` (:class:`_Kernel`) through every step of the table, then
     its step's end, ``tile`` points at a time.
 
@@ -306,36 +419,139 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out):
     """
     p = fin_out.shape[0]
     n_sync = k.sync_order.shape[0]
+    n_waves = k.wave_start.shape[0] - 1
     dtype = k.dur_t.dtype
     # Rows of the state: workers, registers, resources, synchronisation readiness (one row per
     # holder of each synchronisation), then each worker's end and the synchronisations' ends.
     reg, res, ready = p, p + k.n_regs, p + k.n_regs + k.n_res
     ends = ready + n_sync * k.sync_holders.shape[1]
     layout = (reg, res, ready, p, ends)
-    st = np.empty((ends + p + n_sync, 2, tile), dtype)
-    dur = np.empty((k.dur_t.shape[1], tile), dtype)
-    wire_b = np.empty((k.alpha.shape[0], tile), dtype)
-    msg = np.empty((k.alpha.shape[0], tile), dtype)
+    # Two sets of a tile's buffers: where the points of a tile part (SPLIT), those that step over a
+    # run finish in one set while the others wait in the other.
+    sets = 2 if k.run_start.shape[0] else 1
+    st2 = np.empty((sets, ends + p + n_sync, 2, tile), dtype)
+    dur2 = np.empty((sets, k.dur_t.shape[1], tile), dtype)
+    wire2 = np.empty((sets, k.alpha.shape[0], tile), dtype)
+    msg2 = np.empty((sets, k.alpha.shape[0], tile), dtype)
+    src2 = np.empty((sets, tile), dtype=np.int64)  # the row of the per-point inputs of each point
+    sample2 = np.zeros((sets, tile), dtype=np.int64)
+    pos2 = np.empty((sets, tile), dtype=np.int64)  # each point's place in the outputs
+    longest = 0  # the most rows a block of a periodic run writes
+    for q in range(k.run_start.shape[0]):
+        longest = max(longest, k.run_rows_at[q + 1] - k.run_rows_at[q])
+    snap2 = np.empty((sets, 2, longest, 2, tile), dtype)  # those rows at the last two block boundaries
+    inc2 = np.empty((sets, 2, tile), dtype)  # their increment over a span, by point
+    ok = np.empty(tile, dtype=np.bool_)
+    saved = np.empty((ends if k.run_start.shape[0] else 0, 2, tile), dtype)  # the state before a step, while it is checked
+    zero = np.zeros((ends, 2, tile), dtype)
+    n_runs = k.run_start.shape[0]
+    saved_t = 0
     noisy = np.empty((3, tile), dtype)  # a noisy step's duration, wire and message times
     rows = np.empty(max(k.sync_holders.shape[1] + k.sync_held.shape[1], p + n_sync), dtype=np.int64)
-    src = np.empty(tile, dtype=np.int64)  # the row of the per-point inputs of each point of the tile
-    sample = np.zeros(tile, dtype=np.int64)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
-        b = min(tile, hi - start)
-        _tile_inputs(k, start, b, src, sample, dur, wire_b, msg)
-        st[:ends, :, :b] = 0.0
-        for t in range(k.wave_start.shape[0] - 1):
-            _wave(k, st, k.wave_start[t], k.wave_start[t + 1], layout, dur, wire_b, msg, sample, noisy, b, tol)
-        _synchronise(k, st, layout, src, rows, b, tol)
-        for w in range(p):
-            for i in range(b):
-                fin_out[w, start + i] = st[w, T, i]
-        _worker_ends(k, st, layout, src, mine, b, tol)
-        for r in range(p + n_sync):  # the step: the latest of the workers' and the synchronisations' ends
-            rows[r] = ends + r
-        for i in range(b):
-            t_out[start + i], pc_out[start + i] = _join_rows(st, rows, p + n_sync, i, tol)
+        g, n = 0, min(tile, hi - start)  # the buffer set and the points walking in it
+        _tile_inputs(k, start, n, src2[g], sample2[g], dur2[g], wire2[g], msg2[g])
+        for i in range(n):
+            pos2[g, i] = start + i
+        _copy_rows(zero, st2[g], ends, n)
+        waiting = 0  # points parted from the walking ones, in the other set, and where they resume
+        t, q, history, pending, span, least, may_split = 0, 0, 0, 0, 0, 1, True
+        resume = (0, 0, 0, 1)
+        while n > 0:
+            st, snaps, inc, dur, wire_b, msg, sample = st2[g], snap2[g], inc2[g], dur2[g], wire2[g], msg2[g], sample2[g]
+            # The walk through the waves from wave t. Each run of k (run_*) from run q on is scanned a
+            # block at a time until the rows a block writes moved by one increment over the last c
+            # blocks (c = least, then 2: a span); then `pending` spans are stepped over (up to the
+            # run's last whole span), and that span is scanned and checked. Where it did not move by
+            # the same increment, the state before the step comes back and the run goes on with
+            # spans longer than the failed one. `snaps` keeps the rows at the last two block
+            # boundaries (`history` of them valid). The walk ends at the last wave, or where at least
+            # SPLIT_LEAST points but not all may step (`ok` says which): those go on alone.
+            # It is written out here, not called: a compiled loop is compiled again at every level
+            # that calls it, and the waves' loop is most of the compile time.
+            verifying, split = False, False
+            while True:
+                first, block, end = n_waves, 1, n_waves
+                run_rows = k.run_rows[0:0]
+                if q < n_runs:
+                    first, block, end = k.run_start[q], k.run_block[q], k.run_end[q]
+                    run_rows = k.run_rows[k.run_rows_at[q]:k.run_rows_at[q + 1]]
+                if pending > 0:  # keep the state, step over, then scan one span to check the step
+                    _copy_rows(st, saved, ends, n)
+                    saved_t = t
+                    _step_over(st, run_rows, inc, pending, n)
+                    t, pending, verifying = t + pending * span, 0, True
+                if q < n_runs and t >= first:  # the rows at this boundary (after a step: what the check compares with)
+                    _push(st, run_rows, snaps, n)
+                    history = min(history + 1, 2)
+                if q >= n_runs:
+                    target = n_waves
+                elif verifying:
+                    target = t + span
+                elif t < first:
+                    target = first
+                elif t + block <= end:
+                    target = t + block
+                else:
+                    q, history, least = q + 1, 0, 1
+                    continue
+                for w in range(t, target):
+                    _wave(k, st, k.wave_start[w], k.wave_start[w + 1], layout, dur, wire_b, msg, sample, noisy, n, tol)
+                counts[WAVE_POINTS] += (target - t) * n
+                t = target
+                if q >= n_runs:
+                    break
+                if verifying:
+                    verifying = False
+                    if _held_step(st, run_rows, snaps[0], inc, n):
+                        q, history, least = q + 1, 0, 1
+                        counts[STEPPED] += n
+                    else:  # the step did not hold: back to the state before it, scanning on
+                        counts[UNDONE] += n
+                        _copy_rows(saved, st, ends, n)
+                        t, history, least = saved_t, 0, span // block + 1
+                    continue
+                if t == first:
+                    continue
+                for c in range(least, 3):  # one block, then two
+                    spans = (end - t) // (c * block) - 1  # to step over, leaving the last to check the step
+                    if spans < 1 or history < c:
+                        break
+                    count = _increments(st, run_rows, snaps[c - 1], inc, spans, n, ok)
+                    if count == n:
+                        pending, span = spans, c * block
+                        break
+                    if c == 2 and may_split and count >= SPLIT_LEAST:
+                        pending, span, split = spans, c * block, True
+                        break
+                if split:
+                    break
+            if split:  # the points that may step go on alone; the others wait in the other set
+                walking = 0
+                for i in range(n):
+                    if ok[i]:
+                        _move_point(g, i, g, walking, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2)
+                        walking += 1
+                    else:
+                        _move_point(g, i, 1 - g, waiting, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2)
+                        waiting += 1
+                n, resume, may_split = walking, (t, q, history, least), False
+                counts[SPLITS] += 1
+                continue
+            src, pos = src2[g], pos2[g]
+            _synchronise(k, st, layout, src, rows, n, tol)
+            for w in range(p):
+                for i in range(n):
+                    fin_out[w, pos[i]] = st[w, T, i]
+            _worker_ends(k, st, layout, src, mine, n, tol)
+            for r in range(p + n_sync):  # the step: the latest of the workers' and the synchronisations' ends
+                rows[r] = ends + r
+            for i in range(n):
+                t_out[pos[i]], pc_out[pos[i]] = _join_rows(st, rows, p + n_sync, i, tol)
+            g, n, waiting = 1 - g, waiting, 0
+            t, q, history, least = resume
+            pending, may_split = 0, True
 
 
 class NativeSteps(NamedTuple):
@@ -415,7 +631,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
 
 def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alpha: np.ndarray, wire: np.ndarray,
                sync_dur: np.ndarray, t_opt: np.ndarray, tol: float, tile: int, out: tuple[np.ndarray, np.ndarray, np.ndarray],
-               lo: int, hi: int, factors: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+               lo: int, hi: int, factors: tuple[np.ndarray, np.ndarray] | None = None, runs: PeriodicRuns | None = None) -> np.ndarray:
     """The scan over points ``lo … hi-1``, ``tile`` points at a time, in the inputs' float dtype
     (float64 or float32, every input the same).
 
@@ -431,14 +647,23 @@ def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alp
         written at ``lo … hi-1`` (threads may fill disjoint ranges of the same arrays).
       factors: with noise, each step's compute and message factors ``(n_steps, k)`` (:func:`step_factors`);
         the points are then ``groups × k`` (sample last) and the per-point inputs the groups'.
+      runs: the runs of waves to step over once they repeat (:func:`ppsweep.engine.steady_state.periodic_runs`;
+        the periodic scan), or None: every wave (the JAX scan's results to the bit). Not with noise.
     """
     t_out, fin_out, pc_out = out
+    if runs is None:
+        runs = no_runs()
+    elif factors is not None:
+        raise ValueError("run_points: a periodic scan takes no noise (each step's factors differ)")
     k = 0 if factors is None else factors[0].shape[1]
     cf, mf = (np.ones((1, 1), dur_t.dtype),) * 2 if factors is None else factors
     kernel = _Kernel(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
                      np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs, steps.n_res, steps.blocks_sender,
-                     steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha, wire, sync_dur, t_opt, k, cf, mf)
-    _scan_points(kernel, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out)
+                     steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha, wire, sync_dur, t_opt, k, cf, mf,
+                     *runs)
+    counts = np.zeros(4, dtype=np.int64)
+    _scan_points(kernel, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out, counts)
+    return counts
 
 
 def step_factors(steps: NativeSteps, compute: np.ndarray, message: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
