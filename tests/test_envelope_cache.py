@@ -159,7 +159,7 @@ def test_a_too_large_verdict_is_cached(cache, monkeypatch):
     expected = run(fresh(table), "contention", cap=1)  # the envelope needs more than one vector: the scan runs
     assert expected.method == "scan"
     kinds = sorted(envelope_cache.disk_cache.read_entry(path)[0]["kind"] for path in _files(cache))
-    assert kinds == ["NativeSteps", "too_large"]  # the verdict, and the steps of the scan that ran instead
+    assert kinds == ["NativeSteps", "PeriodicRuns", "too_large"]  # the verdict, and what the scan that ran instead read
     no_build(monkeypatch)  # the verdict is read, not found again by building
     again = run(fresh(table), "contention", cap=1)
     assert again.method == "scan" and np.array_equal(again.t_sim, expected.t_sim)
@@ -211,34 +211,40 @@ def _assert_fields_equal(a, b):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache, monkeypatch, mode):
-    """A table's program and the compiled scan's steps read back from the disk: equal field for
-    field, the scan's results the same to the bit, and nothing compiled on the warm run."""
+    """A table's program, the compiled scan's steps and the periodic scan's runs read back from the
+    disk: equal field for field, the scan's results the same to the bit, and nothing compiled on the
+    warm run."""
     import ppsweep.engine.compiled as compiled_mod
     import ppsweep.engine.native_scan as native_scan
+    import ppsweep.engine.steady_state as steady_state
     monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
-    tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {})]]
-    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="native_scan")  # noqa: E731
+    tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {}), ("1f1b", 4, 64, {})]]
+    scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="periodic_scan")  # noqa: E731
     steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
+    runs = lambda table: compiled_for(table).derived(f"periodic_runs:{mode}", None)  # noqa: E731 (already built)
     monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
     expected = []
     for table in tables:
         table = fresh(table)
-        expected.append((scan(table), compiled_for(table).program, steps(table)))
+        expected.append((scan(table), compiled_for(table).program, steps(table), runs(table)))
+    assert expected[-1][3].start.size  # 1F1B at m = 64 has a run to step over
     monkeypatch.setenv(envelope_cache.CACHE_ENV, str(cache))
     for table in tables:
         scan(fresh(table))  # cold: compiled, then stored
-    assert len(_files(cache)) == 2 * len(tables)  # a program and the steps of this mode each
+    assert len(_files(cache)) == 3 * len(tables)  # a program, the steps and the runs of this mode each
 
     def refused(*args, **kwargs):
         raise AssertionError("compiled, not read from the cache")
 
     monkeypatch.setattr(compiled_mod, "PROGRAM", refused)
     monkeypatch.setattr(native_scan, "native_steps", refused)
-    for table, (want, program, table_steps) in zip(tables, expected):
+    monkeypatch.setattr(steady_state, "periodic_runs", refused)
+    for table, (want, program, table_steps, table_runs) in zip(tables, expected):
         table = fresh(table)
         got = scan(table)
         _assert_fields_equal(compiled_for(table).program, program)
         _assert_fields_equal(steps(table), table_steps)
+        _assert_fields_equal(runs(table), table_runs)
         for field in ("t_sim", "comm_time", "compute_time", "worker_finish"):
             a, b = getattr(want, field), getattr(got, field)
             assert a.dtype == b.dtype and np.array_equal(a, b), (table.name, field)

@@ -451,14 +451,14 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     (``k`` samples) ``point`` holds groups of samples and the results come back group-major, as
     :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes).
     ``periodic``: step over the runs of waves that repeat once the state does (:mod:`ppsweep.engine.steady_state`)."""
-    from ppsweep.engine.envelope_cache import cached_native_steps
+    from ppsweep.engine.envelope_cache import cached_native_steps, cached_periodic_runs
     from ppsweep.engine.native_scan import native_steps, run_points, step_factors
     from ppsweep.engine.steady_state import periodic_runs
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
         compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
-    runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: periodic_runs(steps, program.p, table.m)) \
-        if periodic and factors is None else None
+    runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: cached_periodic_runs(
+        compiled.digest, program, mode, lambda: periodic_runs(steps, program.p, table.m))) if periodic and factors is None else None
     program = compiled.program
     tiers = compiled.tiers(None) if tiers is None else tiers
     k = 0 if factors is None else factors.compute.shape[-1]

@@ -10,7 +10,7 @@ the mode, the weights' and flags' bytes, the cap, the tier of each link and sync
 (:meth:`ppsweep.engine.tiers.Tiers.key`; the placement of workers on nodes) and the source of every module that takes part
 (:func:`code_version`). A change to any of them reads no old file. A table's compiled
 :class:`~ppsweep.engine.program.Program` (:func:`cached_program`) and the compiled scan's steps in
-each mode (:func:`cached_native_steps`) are kept the same way, keyed by the table's content (and
+each mode (:func:`cached_native_steps`, and the periodic scan's runs: :func:`cached_periodic_runs`) are kept the same way, keyed by the table's content (and
 the mode) and the code: a sweep run again, or another shard, reads them instead of compiling.
 
 Where: ``$PPSWEEP_ENVELOPE_CACHE`` if set, else ``~/.cache/ppsweep/envelopes``;
@@ -270,11 +270,24 @@ def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, 
     """
     from ppsweep.engine.native_scan import NativeSteps
 
+    return _cached_in_mode("native_steps", NativeSteps, digest, program, mode, build)
+
+
+def cached_periodic_runs(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
+    """The runs of a table's waves that repeat in ``mode`` (:func:`ppsweep.engine.steady_state.periodic_runs`)
+    from the cache, or ``build()`` (then stored); arguments as :func:`cached_native_steps`'."""
+    from ppsweep.engine.steady_state import PeriodicRuns
+
+    return _cached_in_mode("periodic_runs", PeriodicRuns, digest, program, mode, build)
+
+
+def _cached_in_mode(name: str, kind: type, digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
+    """``kind`` (:func:`_cached_fields`) of a table in ``mode``, kept under ``name`` where the table is
+    large enough for the cache, else ``build()``."""
     directory = cache_dir()
     if directory is None or program.n_waves < MIN_WAVES:
         return build()
-    return _cached_fields(directory / disk_cache.key_name(["native_steps", digest(), mode, code_version()]), NativeSteps,
-                          build)
+    return _cached_fields(directory / disk_cache.key_name([name, digest(), mode, code_version()]), kind, build)
 
 
 def _cached_fields(path: Path, kind: type, build: Callable[[], Any]) -> Any:
