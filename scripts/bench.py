@@ -11,6 +11,7 @@
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end, cold then warm (minutes)
+    python scripts/bench.py --skip-table --periodic   # the periodic scan beside the plain compiled scan (minutes)
     python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
 
 Every run ends with the issue-15 targets, each beside its measured value and its ratio to the
@@ -38,6 +39,7 @@ in this process, so compile times are cold.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -887,6 +889,60 @@ def bench_noise(reps: int, samples: int = 64) -> None:
           f"({rate / NOISY_BEFORE:.1f}x the {fmt_rate(NOISY_BEFORE)} before), {'met' if rate >= 300e3 else 'not met'}")
 
 
+# ---------------------------------------------------------------------------------------------
+# --periodic: the periodic scan beside the plain compiled scan, on the design sweep's points
+
+
+@functools.lru_cache(maxsize=1)
+def design_spec():
+    """The spec of ``+sweep=design``."""
+    from ppsweep.sweep.config import compose_config, spec_from_config
+
+    return spec_from_config(compose_config(["+sweep=design"]))
+
+
+def design_costs(table):
+    """The engine's costs of ``table`` at the points of ``+sweep=design`` (32 bandwidths × 8 latencies)."""
+    from ppsweep.cost_model import engine_costs
+    from ppsweep.sweep.dimensions import POINT_DIMENSIONS, grid_arguments
+
+    spec = design_spec()
+    system = spec.system
+    grid = grid_arguments(POINT_DIMENSIONS, {d.name: getattr(spec, d.name) for d in POINT_DIMENSIONS}, system)
+    stage = {d.reaches: grid.pop(d.reaches) for d in POINT_DIMENSIONS if d.stage}
+    point = {"fb_overlap": system.fb_overlap, "t_opt": system.optimizer_time, **grid}  # the grid's axes over the system's values
+    return engine_costs(stage_costs(spec.model, system, table, **stage), point_axes=len(POINT_DIMENSIONS) - 1,
+                        alpha_intra=system.intra_latency, beta_intra=system.intra_bandwidth, **point)
+
+
+def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("overlap", "ports")) -> None:
+    """Seconds of ``native_scan`` and ``periodic_scan`` (one thread, as each evaluator of a sweep runs)
+    summed over the design sweep's schedules and variants in ``modes``, by ``p`` and ``m``."""
+    import ppsweep
+    from ppsweep.engine.tiers import nodes_of
+    from ppsweep.schedules.variants import split_label
+
+    ppsweep.share_cores(usable_cores())  # one thread: each evaluator's share in a sweep
+    print("--periodic: native_scan against periodic_scan, +sweep=design's schedules and points (256 a table), "
+          f"modes {', '.join(modes)}, one thread, median of {reps} after a first call; seconds summed by (p, m):")
+    totals = np.zeros(2)
+    for p in ps:
+        for m in ms:
+            spent = np.zeros(2)
+            for label in design_spec().schedules:
+                name, options = split_label(label)
+                table = build_schedule(name, p, m, **{k: (int(v) if v.isdigit() else v) for k, v in options.items()})
+                costs = design_costs(table)
+                nodes = nodes_of(p, design_spec().system.gpus_per_node)
+                for mode in modes:
+                    for j, backend in enumerate(("native_scan", "periodic_scan")):
+                        run = lambda: simulate(table, costs, mode, backend=backend, finish=False, worker_node=nodes)  # noqa: E731
+                        spent[j] += timed(run, reps)[1]
+            totals += spent
+            print(f"  p={p:3d} m={m:5d}: native {spent[0]:6.3f} s, periodic {spent[1]:6.3f} s, {spent[0] / spent[1]:5.2f}x")
+    print(f"  all: native {totals[0]:.2f} s, periodic {totals[1]:.2f} s, {totals[0] / totals[1]:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", action="store_true", help="also run a >= 10 million point sweep into zarr")
@@ -902,6 +958,8 @@ def main() -> None:
                         help="ppsweep beside the zero-bubble evaluator, PyTorch's dry run, a closed form, the reference")
     parser.add_argument("--million", action="store_true", help="also run +sweep=million end to end")
     parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
+    parser.add_argument("--periodic", action="store_true",
+                        help="the periodic scan beside the plain compiled scan on the design sweep's long tables (minutes)")
     parser.add_argument("--compare-workers", action="store_true",
                         help="with --million: run it again with engine.workers=1 and print the ratio")
     args = parser.parse_args()
@@ -949,6 +1007,8 @@ def main() -> None:
         bench_scaling(args.scaling_schedules.split(","))
     if args.noise:
         bench_noise(args.reps)
+    if args.periodic:
+        bench_periodic(args.reps)
     print_targets(figures)
     print()
     print(f"bench: {time.perf_counter() - start:.0f} s")
