@@ -416,6 +416,12 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     With ``samples > 0``, point ``j`` is sample ``j % samples`` of group ``j // samples``: the per-point
     inputs are the group's, and each step's duration and message times are multiplied by its factors
     of that sample, each product rounded on its own (as the JAX noisy scan rounds them: the same bits).
+
+    Where ``k`` has periodic runs (``run_*``; none with noise), the walk steps over each once its
+    state repeats (the periodic scan: comments below, docs/contract.md §4); a point that steps over
+    nothing takes every wave as above, to the bit. ``counts`` (int64, 4) accumulates the waves ×
+    points scanned, the points that stepped over a run, those whose step did not hold, and the
+    tiles that parted (:data:`WAVE_POINTS`, :data:`STEPPED`, :data:`UNDONE`, :data:`SPLITS`).
     """
     p = fin_out.shape[0]
     n_sync = k.sync_order.shape[0]
@@ -426,8 +432,8 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     reg, res, ready = p, p + k.n_regs, p + k.n_regs + k.n_res
     ends = ready + n_sync * k.sync_holders.shape[1]
     layout = (reg, res, ready, p, ends)
-    # Two sets of a tile's buffers: where the points of a tile part (SPLIT), those that step over a
-    # run finish in one set while the others wait in the other.
+    # Two sets of a tile's buffers: where the points of a tile part, those that step over a run
+    # finish in one set while the others wait in the other.
     sets = 2 if k.run_start.shape[0] else 1
     st2 = np.empty((sets, ends + p + n_sync, 2, tile), dtype)
     dur2 = np.empty((sets, k.dur_t.shape[1], tile), dtype)
@@ -649,6 +655,10 @@ def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alp
         the points are then ``groups × k`` (sample last) and the per-point inputs the groups'.
       runs: the runs of waves to step over once they repeat (:func:`ppsweep.engine.steady_state.periodic_runs`;
         the periodic scan), or None: every wave (the JAX scan's results to the bit). Not with noise.
+
+    Returns:
+      What the walk counted (:func:`_scan_points`' ``counts``: waves × points scanned, points that
+      stepped over a run, points whose step did not hold, tiles that parted).
     """
     t_out, fin_out, pc_out = out
     if runs is None:
