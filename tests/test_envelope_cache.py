@@ -218,7 +218,7 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     import ppsweep.engine.native_scan as native_scan
     import ppsweep.engine.steady_state as steady_state
     monkeypatch.setattr(envelope_cache, "MIN_CELLS", 0)
-    tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {}), ("1f1b", 4, 64, {})]]
+    tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {}), ("1f1b", 4, 192, {})]]
     scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="periodic_scan")  # noqa: E731
     steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
     runs = lambda table: compiled_for(table).derived(f"periodic_runs:{mode}", None)  # noqa: E731 (already built)
@@ -227,7 +227,7 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     for table in tables:
         table = fresh(table)
         expected.append((scan(table), compiled_for(table).program, steps(table), runs(table)))
-    assert expected[-1][3].start.size  # 1F1B at m = 64 has a run to step over
+    assert expected[-1][3].start.size  # 1F1B at m = 192 has a run to step over
     monkeypatch.setenv(envelope_cache.CACHE_ENV, str(cache))
     for table in tables:
         scan(fresh(table))  # cold: compiled, then stored

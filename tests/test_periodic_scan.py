@@ -15,9 +15,9 @@ from ppsweep.engine.steady_state import MIN_BLOCKS, periodic_runs, wave_keys
 from ppsweep.tables.build import build_schedule
 
 #: Long tables of every family, each in one comm mode (the four modes meet).
-LONG = [("1f1b", 4, 96, "overlap"), ("zb_h1", 4, 96, "contention"), ("interleaved_1f1b", 4, 96, "ports"),
-        ("chimera", 4, 96, "blocking"), ("hanayo", 4, 96, "overlap"), ("dualpipe", 4, 96, "contention"),
-        ("zbv", 4, 96, "ports"), ("gpipe", 8, 128, "blocking"), ("interleaved_zb", 4, 96, "overlap"), ("zb_h2", 8, 128, "ports")]
+LONG = [("1f1b", 4, 192, "overlap"), ("zb_h1", 4, 192, "contention"), ("interleaved_1f1b", 4, 192, "ports"),
+        ("chimera", 4, 192, "blocking"), ("hanayo", 4, 192, "overlap"), ("dualpipe", 4, 192, "contention"),
+        ("zbv", 4, 192, "ports"), ("gpipe", 8, 256, "blocking"), ("interleaved_zb", 4, 192, "overlap"), ("zb_h2", 8, 256, "ports")]
 
 
 def _grid(n_stages: int) -> Costs:
@@ -49,7 +49,7 @@ def test_the_periodic_scan_steps_over_the_steady_state_within_the_engine_toleran
 
 
 def test_auto_takes_the_periodic_scan_and_it_is_the_plain_scan_with_noise():
-    table = build_schedule("1f1b", 4, 96)
+    table = build_schedule("1f1b", 4, 192)
     costs = _grid(table.n_stages)
     assert simulate(table, costs, "overlap").backend == "periodic_scan"  # no envelope within its budget here
     noise = NoiseConfig.from_mapping({"samples": 3, "seed": 5, "compute": {"dist": "lognormal", "cv": 0.2}})

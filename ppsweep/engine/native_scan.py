@@ -259,16 +259,6 @@ def _snapshot(st, rows, snap, b):
 
 
 @numba.njit(cache=True, nogil=True)
-def _push(st, rows, snaps, b):
-    """The block boundaries seen: ``snaps[1]`` takes ``snaps[0]``, ``snaps[0]`` the rows now."""
-    for j in range(rows.shape[0]):
-        for i in range(b):
-            snaps[1, j, T, i] = snaps[0, j, T, i]
-            snaps[1, j, P, i] = snaps[0, j, P, i]
-    _snapshot(st, rows, snaps[0], b)
-
-
-@numba.njit(cache=True, nogil=True)
 def _spread(st, rows, snap, inc, i):
     """At point ``i``: the largest difference between a row's increment since ``snap`` and ``inc``
     (time and path compute), and the latest time of those rows (NaN where any is not finite)."""
@@ -317,6 +307,15 @@ def _step_over(st, rows, inc, n, b):
 #: What :func:`_scan_points` counts (``counts``): waves × points scanned, points that stepped over a
 #: run (once per run), points whose step did not hold, tiles parted.
 WAVE_POINTS, STEPPED, UNDONE, SPLITS = 0, 1, 2, 3
+
+
+@numba.njit(cache=True, nogil=True)
+def _clear(st, rows, b):
+    """Rows ``0 … rows-1`` of points ``0 … b-1`` start at 0 (time and path)."""
+    for r in range(rows):
+        for i in range(b):
+            st[r, T, i] = 0.0
+            st[r, P, i] = 0.0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -449,7 +448,6 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     inc2 = np.empty((sets, 2, tile), dtype)  # their increment over a span, by point
     ok = np.empty(tile, dtype=np.bool_)
     saved = np.empty((ends if k.run_start.shape[0] else 0, 2, tile), dtype)  # the state before a step, while it is checked
-    zero = np.zeros((ends, 2, tile), dtype)
     n_runs = k.run_start.shape[0]
     saved_t = 0
     noisy = np.empty((3, tile), dtype)  # a noisy step's duration, wire and message times
@@ -460,10 +458,10 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
         _tile_inputs(k, start, n, src2[g], sample2[g], dur2[g], wire2[g], msg2[g])
         for i in range(n):
             pos2[g, i] = start + i
-        _copy_rows(zero, st2[g], ends, n)
+        _clear(st2[g], ends, n)
         waiting = 0  # points parted from the walking ones, in the other set, and where they resume
-        t, q, history, pending, span, least, may_split = 0, 0, 0, 0, 0, 1, True
-        resume = (0, 0, 0, 1)
+        t, q, history, newest, pending, span, least, may_split = 0, 0, 0, 0, 0, 0, 1, True
+        resume = (0, 0, 0, 0, 1)
         while n > 0:
             st, snaps, inc, dur, wire_b, msg, sample = st2[g], snap2[g], inc2[g], dur2[g], wire2[g], msg2[g], sample2[g]
             # The walk through the waves from wave t. Each run of k (run_*) from run q on is scanned a
@@ -472,7 +470,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
             # run's last whole span), and that span is scanned and checked. Where it did not move by
             # the same increment, the state before the step comes back and the run goes on with
             # spans longer than the failed one. `snaps` keeps the rows at the last two block
-            # boundaries (`history` of them valid). The walk ends at the last wave, or where at least
+            # boundaries (`history` of them valid, `newest` the later). The walk ends at the last wave, or where at least
             # SPLIT_LEAST points but not all may step (`ok` says which): those go on alone.
             # It is written out here, not called: a compiled loop is compiled again at every level
             # that calls it, and the waves' loop is most of the compile time.
@@ -488,8 +486,11 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                     saved_t = t
                     _step_over(st, run_rows, inc, pending, n)
                     t, pending, verifying = t + pending * span, 0, True
-                if q < n_runs and t >= first:  # the rows at this boundary (after a step: what the check compares with)
-                    _push(st, run_rows, snaps, n)
+                if q < n_runs and t >= first and (verifying or end - t >= 3 * block):
+                    # the rows at this boundary, over the older of the two kept (after a step: what
+                    # the check compares with); none where no later boundary could step
+                    newest = 1 - newest
+                    _snapshot(st, run_rows, snaps[newest], n)
                     history = min(history + 1, 2)
                 if q >= n_runs:
                     target = n_waves
@@ -510,7 +511,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                     break
                 if verifying:
                     verifying = False
-                    if _held_step(st, run_rows, snaps[0], inc, n):
+                    if _held_step(st, run_rows, snaps[newest], inc, n):
                         q, history, least = q + 1, 0, 1
                         counts[STEPPED] += n
                     else:  # the step did not hold: back to the state before it, scanning on
@@ -524,7 +525,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                     spans = (end - t) // (c * block) - 1  # to step over, leaving the last to check the step
                     if spans < 1 or history < c:
                         break
-                    count = _increments(st, run_rows, snaps[c - 1], inc, spans, n, ok)
+                    count = _increments(st, run_rows, snaps[newest if c == 1 else 1 - newest], inc, spans, n, ok)
                     if count == n:
                         pending, span = spans, c * block
                         break
@@ -542,7 +543,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                     else:
                         _move_point(g, i, 1 - g, waiting, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2)
                         waiting += 1
-                n, resume, may_split = walking, (t, q, history, least), False
+                n, resume, may_split = walking, (t, q, history, newest, least), False
                 counts[SPLITS] += 1
                 continue
             src, pos = src2[g], pos2[g]
@@ -556,7 +557,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
             for i in range(n):
                 t_out[pos[i]], pc_out[pos[i]] = _join_rows(st, rows, p + n_sync, i, tol)
             g, n, waiting = 1 - g, waiting, 0
-            t, q, history, least = resume
+            t, q, history, newest, least = resume
             pending, may_split = 0, True
 
 
