@@ -132,9 +132,10 @@ def periodic_runs(steps, p: int, m: int) -> PeriodicRuns:
 
     The period is the shift of the waves, among the first :data:`CANDIDATE_PERIODS` that repeat the
     wave a quarter, a half and three quarters in, whose stretches of equal waves cover the most (the
-    shortest that covers half the table);
-    a run is kept where it spans :data:`MIN_BLOCKS` blocks, a block writes every row it reads, and
-    its waves are the same step for step (not only by their keys)."""
+    shortest that covers half the table). A run's block is doubled until it holds
+    :data:`STEPS_PER_ROW` steps for each row it writes; the run is kept where it spans
+    :data:`MIN_BLOCKS` blocks, a block writes every row it reads, and its waves are the same step
+    for step (not only by their keys)."""
     ids = wave_keys(steps)
     n = ids.size
     if n < 2 * MIN_BLOCKS:
