@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ppsweep.engine import native_scan
 from ppsweep.engine.compiled import compiled_for
 from ppsweep.engine.core import ENGINE_RTOL, simulate
 from ppsweep.engine.cost_grid import Costs
@@ -36,16 +37,27 @@ def _close(got, want, where: str) -> None:
 
 
 @pytest.mark.parametrize("name, p, m, mode", LONG, ids=[f"{n}-p{p}-m{m}-{mode}" for n, p, m, mode in LONG])
-def test_the_periodic_scan_steps_over_the_steady_state_within_the_engine_tolerance(name, p, m, mode):
+def test_the_periodic_scan_steps_over_the_steady_state_within_the_engine_tolerance(name, p, m, mode, monkeypatch):
+    counted = []  # what each call of the compiled walk counted (native_scan.run_points' return)
+    run_points = native_scan.run_points
+    monkeypatch.setattr(native_scan, "run_points", lambda *a, **kw: counted.append(run_points(*a, **kw)))
     table = build_schedule(name, p, m)
     costs = _grid(table.n_stages)
     plain = simulate(table, costs, mode, backend="native_scan")
+    plain_counts, counted[:] = sum(counted), []
     stepped = simulate(table, costs, mode, backend="periodic_scan")
+    stepped_counts = sum(counted)
     assert stepped.backend == "periodic_scan"
     _close(stepped, plain, f"{name} {mode}")
     # a point that steps over no run is computed by the same operations as the plain scan, to the bit;
     # so a point that differs stepped (the run was found and taken)
     assert np.any(stepped.t_sim != plain.t_sim), "no point stepped over the steady state"
+    n_points = plain.t_sim.size
+    assert plain_counts[native_scan.WAVE_POINTS] == compiled_for(table).program.n_waves * n_points
+    assert plain_counts[native_scan.STEPPED] == 0
+    assert 0 < stepped_counts[native_scan.STEPPED] <= n_points * periodic_runs(
+        native_steps(compiled_for(table).program, compiled_for(table).routing(mode)), p, m).start.size
+    assert stepped_counts[native_scan.WAVE_POINTS] < plain_counts[native_scan.WAVE_POINTS]  # waves stepped over
 
 
 def test_auto_takes_the_periodic_scan_and_it_is_the_plain_scan_with_noise():
