@@ -40,6 +40,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from ppsweep.lex_order import lex_order
+
 
 def wire_time(n_bytes: Any, beta: Any) -> np.ndarray:
     """Seconds ``n_bytes`` occupy a link of ``beta`` bytes/s: ``bytes/β``, 0 where ``β = ∞``."""
@@ -268,12 +270,12 @@ def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
     end = program.lane_end[wave, worker]
     egress, ingress = lanes[wave, worker, 0], lanes[wave, worker, 1]
     # the scan's order: wave, then (end slot, sender) within a wave
-    order = np.lexsort((worker, end, wave))
+    order = lex_order(worker, end, wave)
     position = np.empty_like(order)
     position[order] = np.arange(order.size)
     violations = []  # (position of the message, egress 0 / ingress 1, the message before it at that port)
     for side, port in enumerate((egress, ingress)):
-        by_port = np.lexsort((position, port))  # each port's messages in the scan's order
+        by_port = lex_order(position, port)  # each port's messages in the scan's order
         later = np.flatnonzero((port[by_port][1:] == port[by_port][:-1]) & (end[by_port][1:] < end[by_port][:-1]))
         violations += [(int(position[by_port[i + 1]]), side, int(by_port[i])) for i in later]
     if violations:
@@ -283,7 +285,7 @@ def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
             f"mode ports: worker {worker[bad]} sends at slot {end[bad]} a message that must take a port "
             f"before one sent at slot {end[before]} by an operation that started earlier"
         )
-    group = np.lexsort((position, ingress, wave))  # each wave's messages into each receiver, in order
+    group = lex_order(position, ingress, wave)  # each wave's messages into each receiver, in order
     same = np.r_[False, (wave[group][1:] == wave[group][:-1]) & (ingress[group][1:] == ingress[group][:-1])]
     run_start = np.maximum.accumulate(np.where(same, 0, np.arange(group.size)))
     rounds = np.empty(group.size, dtype=np.int64)

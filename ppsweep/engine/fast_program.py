@@ -15,10 +15,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemble_program, compile_program
 from ppsweep.implementations import Implementations
+from ppsweep.lex_order import lex_order
 from ppsweep.tables.fast_realize import OpArrays, array_path_handles, input_halves, table_ops
 from ppsweep.tables.ops import Kind
-from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemble_program, compile_program
 from ppsweep.tables.table import ScheduleTable
 
 #: ``KIND_ROW`` indexed by kind code.
@@ -169,7 +170,7 @@ def _pair_steps(ops: OpArrays, pairs: np.ndarray, reads: np.ndarray, out: np.nda
     take = lambda arrays: np.concatenate([a[p] for a, p in zip(arrays, present)])  # noqa: E731
     op_of = take([np.arange(n)] * 4)
     worker, start, end = ops.worker[op_of], ops.start[op_of], ops.end[op_of]
-    order = np.lexsort((worker, sub, start))  # by (start slot, sub-wave), then worker
+    order = lex_order(worker, sub, start)  # by (start slot, sub-wave), then worker
     return tuple(a[order] for a in (worker, start, end, sub, take(rows), take(step_reads), take(step_sends), take(step_frees)))
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from ppsweep.engine.comm import Routing
 from ppsweep.engine.program import Program
+from ppsweep.lex_order import lex_order
 
 #: Widest vectors :func:`row_sum` adds as numpy does (numpy's pairwise block).
 MAX_COMPONENTS = 128
@@ -278,7 +279,7 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     """
     t, w = np.nonzero(program.active)  # by wave, then worker
     if routing.n_rounds > 1:  # the reference's lane order: wave, round, worker
-        order = np.lexsort((w, routing.rounds[t, w], t))
+        order = lex_order(w, routing.rounds[t, w], t)
         t, w = t[order], w[order]
     wave_start = np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64)
     dep = program.dep_reg[t, w]

@@ -27,6 +27,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder
@@ -394,27 +395,45 @@ class _Columns:
         return cls(n, cell, first, second, length, chained, lanes, before - base, segment)
 
     def starts(self) -> np.ndarray:
-        """The first slot of every operation, column by column."""
-        width, p = self.cell.shape
-        end = np.zeros(self.n + 2, dtype=np.int64)  # end[n] = 0: no input; end[n + 1]: the padding's
-        begin = np.empty(self.cell.shape, dtype=np.int64)
-        free = np.zeros(p, dtype=np.int64)
-        chain_of = dict(zip(self.chained.tolist(), range(len(self.chained))))
+        """The first slot of every operation, column by column (:func:`_column_starts`)."""
+        chain_of = np.full(self.cell.shape[0], -1, dtype=np.int64)
+        chain_of[self.chained] = np.arange(len(self.chained))
         big = np.int64(1 << 40)  # keeps the chains apart in the prefix maximum
-        first, second, length, cell = self.first, self.second, self.length, self.cell
-        for k in range(width):
-            row = np.maximum(np.maximum(free, end[first[k]]), end[second[k]])
-            c = chain_of.get(k)
-            if c is not None:
-                # x = max(own, previous in the chain's end): along a chain x - shift is a running maximum.
-                lanes, offset = self.lanes[c], self.segment[c] * big - self.shift[c]
-                row[lanes] = np.maximum.accumulate(row[lanes] + offset) - offset
-            begin[k] = row
-            free = row + length[k]
-            end[cell[k]] = free
-        start = np.empty_like(end)
-        start[self.cell] = begin
-        return start[: self.n]
+        offset = self.segment.astype(np.int64) * big - self.shift
+        arrays = (self.cell, self.first, self.second, self.length, self.lanes, offset)
+        return _column_starts(self.n, *(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), chain_of)
+
+
+@numba.njit(cache=True, nogil=True)
+def _column_starts(n, cell, first, second, length, lanes, offset, chain_of):
+    """:meth:`_Columns.starts`' loop, compiled: column by column, each lane starts at the latest of its
+    worker's free slot and its inputs' ends; in a chained column (``chain_of[k] >= 0``) ``x - offset``
+    is a running maximum along ``lanes`` (``offset``: the chain's ``segment · 2**40`` less the slots
+    before the lane, so chains do not mix). Returns the first slot of operations ``0 … n-1``."""
+    width, p = cell.shape
+    end = np.zeros(n + 2, dtype=np.int64)  # end[n] = 0: no input; end[n + 1]: the padding's
+    begin = np.empty((width, p), dtype=np.int64)
+    free = np.zeros(p, dtype=np.int64)
+    row = np.empty(p, dtype=np.int64)
+    for k in range(width):
+        for w in range(p):
+            row[w] = max(max(free[w], end[first[k, w]]), end[second[k, w]])
+        c = chain_of[k]
+        if c >= 0:
+            top = row[lanes[c, 0]] + offset[c, 0]
+            for j in range(p):
+                lane = lanes[c, j]
+                top = max(top, row[lane] + offset[c, j])
+                row[lane] = top - offset[c, j]
+        for w in range(p):
+            begin[k, w] = row[w]
+            free[w] = row[w] + length[k, w]
+            end[cell[k, w]] = free[w]
+    start = np.empty(n + 2, dtype=np.int64)
+    for k in range(width):
+        for w in range(p):
+            start[cell[k, w]] = begin[k, w]
+    return start[:n]
 
 
 def _wavefront_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarray) -> np.ndarray | None:
