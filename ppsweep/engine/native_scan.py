@@ -42,6 +42,7 @@ import numpy as np
 from ppsweep.engine.comm import Routing
 from ppsweep.engine.program import Program
 from ppsweep.engine.steady_state import PeriodicRuns, no_runs
+from ppsweep.lex_order import lex_order
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -242,8 +243,13 @@ def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
 #: The periodic scan steps over ``n`` spans of a run (one or two blocks) only where, at every point,
 #: ``n`` times the largest spread of the last span's increments (time and path compute, over the rows
 #: a block writes) is at most this fraction of the point's latest time; and it keeps the step only
-#: where the span after it moves by the same increments within this fraction (docs/contract.md §4).
+#: where the span after it moves by the same increments within this fraction plus the spread the
+#: step took on (``2 · n · spread``; docs/contract.md §4).
 PERIOD_RTOL = 1e-13
+
+#: Index of a point's slack in the increments ``inc`` (after the time's ``T`` and the path's ``P``):
+#: how far the check after a step lets a row's increment stray (the spread the step took on).
+SLACK = 2
 
 #: Fewest points of a tile that step over a run on their own, apart from the tile's other points,
 #: which scan on (the points of a tile repeat after different numbers of blocks, or not at all).
@@ -274,23 +280,27 @@ def _spread(st, rows, snap, inc, i):
 def _increments(st, rows, snap, inc, n, b, ok):
     """Per point, the first row's increment since ``snap`` (into ``inc``), and whether every row
     moved by it closely enough that ``n`` more of it stay within :data:`PERIOD_RTOL` (into ``ok``).
-    Returns how many points may step."""
+    A step of ``n`` increments leaves each row up to ``n · spread`` off the rows it repeats, so two
+    rows' next increments may differ by twice that: the check after the step allows it
+    (``inc[SLACK]``). Returns how many points may step."""
     count = 0
     for i in range(b):
         inc[T, i] = st[rows[0], T, i] - snap[0, T, i]
         inc[P, i] = st[rows[0], P, i] - snap[0, P, i]
         spread, top = _spread(st, rows, snap, inc, i)
         ok[i] = n * spread <= PERIOD_RTOL * (top + n * abs(inc[T, i]))
+        inc[SLACK, i] = 2 * n * spread
         count += ok[i]
     return count
 
 
 @numba.njit(cache=True, nogil=True)
 def _held_step(st, rows, snap, inc, b):
-    """Whether every point's rows moved by ``inc`` since ``snap``, within :data:`PERIOD_RTOL`."""
+    """Whether every point's rows moved by ``inc`` since ``snap``, within :data:`PERIOD_RTOL` of
+    the latest time plus the slack the step took on (``inc[SLACK]``)."""
     for i in range(b):
         spread, top = _spread(st, rows, snap, inc, i)
-        if not spread <= PERIOD_RTOL * top:
+        if not spread <= PERIOD_RTOL * top + inc[SLACK, i]:
             return False
     return True
 
@@ -340,6 +350,7 @@ def _move_point(g, i, h, j, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, s
     for a in range(2):
         for r in range(snap2.shape[2]):
             snap2[h, a, r, T, j], snap2[h, a, r, P, j] = snap2[g, a, r, T, i], snap2[g, a, r, P, i]
+    for a in range(inc2.shape[1]):
         inc2[h, a, j] = inc2[g, a, i]
 
 
@@ -445,7 +456,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     for q in range(k.run_start.shape[0]):
         longest = max(longest, k.run_rows_at[q + 1] - k.run_rows_at[q])
     snap2 = np.empty((sets, 2, longest, 2, tile), dtype)  # those rows at the last two block boundaries
-    inc2 = np.empty((sets, 2, tile), dtype)  # their increment over a span, by point
+    inc2 = np.empty((sets, 3, tile), dtype)  # their increment over a span (T, P) and the step's SLACK, by point
     ok = np.empty(tile, dtype=np.bool_)
     saved = np.empty((ends if k.run_start.shape[0] else 0, 2, tile), dtype)  # the state before a step, while it is checked
     n_runs = k.run_start.shape[0]
@@ -599,7 +610,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     """The steps of ``program`` in ``routing``'s mode, in the order :func:`run` takes them."""
     t, w = np.nonzero(program.active)  # by wave, then worker
     if routing.n_rounds > 1:  # within a wave by round, then worker (the scan's round loop)
-        order = np.lexsort((w, routing.rounds[t, w], t))
+        order = lex_order(w, routing.rounds[t, w], t)
         t, w = t[order], w[order]
 
     def steps(lanes: np.ndarray, none: int) -> np.ndarray:
@@ -668,13 +679,23 @@ def run_points(steps: NativeSteps, step_tier: np.ndarray, dur_t: np.ndarray, alp
         raise ValueError("run_points: a periodic scan takes no noise (each step's factors differ)")
     k = 0 if factors is None else factors[0].shape[1]
     cf, mf = (np.ones((1, 1), dur_t.dtype),) * 2 if factors is None else factors
+    costs = (_read_only(a) for a in (dur_t, alpha, wire, sync_dur, t_opt))
     kernel = _Kernel(steps.wave_start, steps.worker, steps.row, steps.dep, steps.out, steps.held, steps.slot,
                      np.ascontiguousarray(step_tier, dtype=np.int64), steps.n_regs, steps.n_res, steps.blocks_sender,
-                     steps.sync_order, steps.sync_holders, steps.sync_held, dur_t, alpha, wire, sync_dur, t_opt, k, cf, mf,
+                     steps.sync_order, steps.sync_holders, steps.sync_held, *costs, k, _read_only(cf), _read_only(mf),
                      *runs)
     counts = np.zeros(4, dtype=np.int64)
     _scan_points(kernel, dur_t.dtype.type(tol), lo, hi, tile, t_out, fin_out, pc_out, counts)
     return counts
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: numba types a read-only array apart from a writable one, so the
+    kernel's inputs are always read-only views (a cost that repeats arrives as one, and each
+    distinct type would compile the whole kernel again, about 12 s)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def step_factors(steps: NativeSteps, compute: np.ndarray, message: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
