@@ -266,9 +266,10 @@ def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
     round is the number of lanes of its wave before it, in (end slot, sender) order, that send to
     the same receiver.
     """
-    wave, worker = np.nonzero(program.link != program.trash_link)
-    end = program.lane_end[wave, worker]
-    egress, ingress = lanes[wave, worker, 0], lanes[wave, worker, 1]
+    lane = np.flatnonzero(program.link != program.trash_link)  # lane wave·p + worker
+    wave, worker = np.divmod(lane, program.p)
+    end = program.lane_end.reshape(-1)[lane]
+    egress, ingress = (lanes.reshape(-1, lanes.shape[-1])[lane, j] for j in (0, 1))
     # the scan's order: wave, then (end slot, sender) within a wave
     order = lex_order(worker, end, wave)
     position = np.empty_like(order)

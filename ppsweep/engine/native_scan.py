@@ -247,6 +247,13 @@ def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
 #: step took on (``2 · n · spread``; docs/contract.md §4).
 PERIOD_RTOL = 1e-13
 
+#: The rounding one wave may add to an increment, as a fraction of the latest time (float64's ε):
+#: once the times pass a power of two their additions round twice as coarsely, so a span's
+#: increment drifts by up to about its waves × this × the latest time (measured: interleaved ZB,
+#: p = 64, ports, spans of 768 waves: 1.1e-13 of the latest time, every row alike); the check after
+#: a step allows one span's worth.
+WAVE_ROUNDING = 2.0 ** -52
+
 #: Index of a point's slack in the increments ``inc`` (after the time's ``T`` and the path's ``P``):
 #: how far the check after a step lets a row's increment stray (the spread the step took on).
 SLACK = 2
@@ -295,12 +302,13 @@ def _increments(st, rows, snap, inc, n, b, ok):
 
 
 @numba.njit(cache=True, nogil=True)
-def _held_step(st, rows, snap, inc, b):
-    """Whether every point's rows moved by ``inc`` since ``snap``, within :data:`PERIOD_RTOL` of
-    the latest time plus the slack the step took on (``inc[SLACK]``)."""
+def _held_step(st, rows, snap, inc, b, span):
+    """Whether every point's rows moved by ``inc`` since ``snap`` (``span`` waves), within
+    :data:`PERIOD_RTOL` and the span's :data:`WAVE_ROUNDING` of the latest time plus the slack the
+    step took on (``inc[SLACK]``)."""
     for i in range(b):
         spread, top = _spread(st, rows, snap, inc, i)
-        if not spread <= PERIOD_RTOL * top + inc[SLACK, i]:
+        if not spread <= (PERIOD_RTOL + span * WAVE_ROUNDING) * top + inc[SLACK, i]:
             return False
     return True
 
@@ -522,7 +530,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                     break
                 if verifying:
                     verifying = False
-                    if _held_step(st, run_rows, snaps[newest], inc, n):
+                    if _held_step(st, run_rows, snaps[newest], inc, n, span):
                         q, history, least = q + 1, 0, 1
                         counts[STEPPED] += n
                     else:  # the step did not hold: back to the state before it, scanning on
@@ -608,20 +616,22 @@ class NativeSteps(NamedTuple):
 
 def native_steps(program: Program, routing: Routing) -> NativeSteps:
     """The steps of ``program`` in ``routing``'s mode, in the order :func:`run` takes them."""
-    t, w = np.nonzero(program.active)  # by wave, then worker
+    lane = np.flatnonzero(program.active)  # lane t·p + w, by wave, then worker
     if routing.n_rounds > 1:  # within a wave by round, then worker (the scan's round loop)
-        order = lex_order(w, routing.rounds[t, w], t)
-        t, w = t[order], w[order]
+        lane = lane[lex_order(lane % program.p, routing.rounds.reshape(-1)[lane], lane // program.p)]
+    t, w = np.divmod(lane, program.p)
 
     def steps(lanes: np.ndarray, none: int) -> np.ndarray:
-        values = lanes[t, w]
-        return np.where(values == none, -1, values).astype(np.int64)
+        values = lanes.reshape(-1)[lane].astype(np.int64, copy=False)  # a new array: changed in place
+        values[values == none] = -1
+        return values
 
     width = max([len(r) for r in routing.sync_resources], default=0)
     sync_held = np.full((program.n_sync, max(width, 1)), -1, dtype=np.int64)
     for q, resources in enumerate(routing.sync_resources):
         sync_held[q, : len(resources)] = resources
-    held = routing.lane_resources[t, w]
+    waves, p, per_lane = routing.lane_resources.shape
+    held = routing.lane_resources.reshape(waves * p, per_lane)[lane]
     holders = (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
                else np.full((0, 1), -1, dtype=np.int64))
     # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
@@ -632,7 +642,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     return NativeSteps(
         wave_start=np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64),
         worker=w.astype(np.int64),
-        row=program.cost_row[t, w].astype(np.int64),
+        row=program.cost_row.reshape(-1)[lane].astype(np.int64),
         dep=steps(program.dep_reg, program.zero_reg),
         out=steps(program.out_reg, program.trash_reg),
         held=np.ascontiguousarray(np.where(held < 0, -1, held), dtype=np.int64),
