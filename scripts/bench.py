@@ -442,7 +442,7 @@ def bench_tables(reps: int) -> dict:
 
 #: Orders timed by --tables at p = 64, m = 1024: schedule label -> its one-operation-at-a-time reference.
 def _reference_orders() -> dict:
-    from ppsweep.schedules import dualpipe, dualpipev, interleaved_1f1b, interleaved_zb, looped_bfs, zbv
+    from ppsweep.schedules import dualpipe, dualpipev, interleaved_1f1b, interleaved_zb, looped_bfs, zb_h2, zbv
 
     def rows(fn):
         return lambda p, m: tuple(tuple(fn(p, m, w)) for w in range(p))
@@ -453,6 +453,7 @@ def _reference_orders() -> dict:
         "looped_bfs": rows(lambda p, m, w: looped_bfs.worker_order(p, m, 2, w)),
         "interleaved_zb": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 2, w)),
         "zb_h1": rows(lambda p, m, w: interleaved_zb.worker_order(p, m, 1, w)),
+        "zb_h2": rows(zb_h2.worker_order),
         "zbv": rows(zbv.worker_order),
         "dualpipe": lambda p, m: dualpipe.worker_orders(p, m)[0],
         "dualpipev": lambda p, m: dualpipev.worker_orders(p, m)[0],

@@ -39,6 +39,7 @@ from ppsweep.schedules import (
     looped_bfs,
     one_f_one_b,
     zb_h1,
+    zb_h2,
     zbv,
 )
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder, one_replica_layout
@@ -92,6 +93,8 @@ def test_looped_array_orders_equal_their_phase_by_phase_descriptions(p, m):
             assert isinstance(order.orders, OrderArrays)
             assert order.orders == tuple(tuple(module.worker_order(p, m, v, w)) for w in range(p)), (module.__name__, v)
     assert zb_h1.build_order(p, m).orders == tuple(tuple(interleaved_zb.worker_order(p, m, 1, w)) for w in range(p))
+    for lag in (0, 1, 2, 3):  # ZB-H2's W passes trail by lag·w: past the whole order where lag·w >= m
+        assert zb_h2.order_arrays(p, m, lag) == tuple(tuple(zb_h2.worker_order(p, m, w, lag)) for w in range(p)), lag
     assert zbv.build_order(p, m).orders == tuple(tuple(zbv.worker_order(p, m, w)) for w in range(p))
 
 

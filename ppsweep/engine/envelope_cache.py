@@ -236,8 +236,8 @@ def cached_routing(digest: Callable[[], str], program: Program, mode: str, build
                 bounds = np.concatenate([[0], np.cumsum(arrays["sync_counts"])]).astype(np.int64)
                 flat = arrays["sync_flat"].astype(np.int64).tolist()
                 return Routing(mode=MODE_RULES[mode], n_resources=int(meta["n_resources"]),
-                               lane_resources=arrays["lane_resources"].astype(np.int64),
-                               rounds=arrays["rounds"].astype(np.int64),
+                               lane_resources=arrays["lane_resources"].astype(np.int64, copy=False),
+                               rounds=arrays["rounds"].astype(np.int64, copy=False),
                                sync_resources=tuple(tuple(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:])))
         except (KeyError, TypeError, ValueError):
             pass
@@ -298,7 +298,8 @@ def _cached_fields(path: Path, kind: type, build: Callable[[], Any]) -> Any:
         meta, arrays = read
         try:
             if meta.get("kind") == kind.__name__ and set(meta["scalars"]) | set(meta["dtypes"]) == set(names):
-                values = {**meta["scalars"], **{k: arrays[k].astype(meta["dtypes"][k]) for k in meta["dtypes"]}}
+                # each array is the file's own (disk_cache.unpack): widened where it was narrowed, else kept
+                values = {**meta["scalars"], **{k: arrays[k].astype(meta["dtypes"][k], copy=False) for k in meta["dtypes"]}}
                 return kind(**values)
         except (KeyError, TypeError, ValueError):
             pass

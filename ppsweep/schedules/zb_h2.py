@@ -43,9 +43,11 @@ with ``lag = 1``). Peak activations ``min(2p-1, m)`` (``lag <= 2``).
 
 from __future__ import annotations
 
+import numpy as np
+
+from ppsweep.schedules.base import OrderArrays, Schedule, ScheduleOrder, one_replica_layout
+from ppsweep.schedules.phases import check_int_option, one_f_one_b, one_f_one_b_positions, place
 from ppsweep.tables.ops import Kind, Op
-from ppsweep.schedules.base import Schedule, ScheduleOrder, one_replica_layout
-from ppsweep.schedules.phases import check_int_option, one_f_one_b
 
 #: W passes of worker ``w`` trail its I passes by ``DEFAULT_LAG · w``: the paper's parallelogram.
 DEFAULT_LAG = 2
@@ -64,10 +66,18 @@ def worker_order(p: int, m: int, w: int, lag: int = DEFAULT_LAG) -> list[Op]:
     return one_f_one_b(forwards, grads, min(2 * (p - 1 - w), m), weight_lag=lag * w)
 
 
+def order_arrays(p: int, m: int, lag: int = DEFAULT_LAG) -> OrderArrays:
+    """:func:`worker_order` of every worker at once: the same phases, as arrays (a W has its I's pass)."""
+    w = np.arange(p)
+    positions = one_f_one_b_positions(m, np.minimum(2 * (p - 1 - w), m), weight_lag=lag * w)
+    kind = np.array([int(Kind.F), int(Kind.I), int(Kind.W)])[None, :, None]
+    return OrderArrays.from_grid(*place(positions, kind, np.arange(m)[None, None, :], w[:, None, None]))
+
+
 def build_order(p: int, m: int, lag: int = DEFAULT_LAG) -> ScheduleOrder:
-    """Per-worker orders of ZB-H2."""
+    """Per-worker orders of ZB-H2 (:func:`order_arrays`)."""
     lag = check_int_option("lag", lag, 0)
-    orders = tuple(tuple(worker_order(p, m, w, lag)) for w in range(p))
+    orders = order_arrays(p, m, lag)
     options = {} if lag == DEFAULT_LAG else {"lag": lag}
     return ScheduleOrder("zb_h2", p, m, p, orders, split_backward=True, options=options,
                          **one_replica_layout(p, m, p, list(range(p))))
