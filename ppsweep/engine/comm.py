@@ -258,6 +258,15 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     return Routing(mode=rule, n_resources=n_res, lane_resources=lanes, rounds=rounds, sync_resources=sync)
 
 
+def scan_lanes(program: "Any", routing: Routing) -> np.ndarray:
+    """The program's active lanes (``wave · p + worker``) in the order the scan and the envelope's
+    walk take them: by wave, then round (:attr:`Routing.rounds`), then worker."""
+    lane = np.flatnonzero(program.active)  # by wave, then worker
+    if routing.n_rounds > 1:
+        lane = lane[lex_order(lane % program.p, routing.rounds.reshape(-1)[lane], lane // program.p)]
+    return lane
+
+
 def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
     """``ports``: the round of every sending lane (in ``np.nonzero`` order), after checking that
     every port takes its messages in non-decreasing end slot in the scan's order.

@@ -26,9 +26,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ppsweep.engine.comm import Routing
+from ppsweep.engine.comm import Routing, scan_lanes
 from ppsweep.engine.program import Program
-from ppsweep.lex_order import lex_order
 
 #: Widest vectors :func:`row_sum` adds as numpy does (numpy's pairwise block).
 MAX_COMPONENTS = 128
@@ -277,25 +276,22 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
-    t, w = np.nonzero(program.active)  # by wave, then worker
-    if routing.n_rounds > 1:  # the reference's lane order: wave, round, worker
-        order = lex_order(w, routing.rounds[t, w], t)
-        t, w = t[order], w[order]
+    lane = scan_lanes(program, routing)  # the reference's lane order: wave, round, worker
+    t, w = np.divmod(lane, program.p)
     wave_start = np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64)
-    dep = program.dep_reg[t, w]
-    out = program.out_reg[t, w]
-    slot = program.sync_slot[t, w]
+    dep, out, slot, cost_row = (a.reshape(-1)[lane] for a in (program.dep_reg, program.out_reg, program.sync_slot, program.cost_row))
     p, n_regs = program.p, program.n_regs + 2
     n_ready = program.n_sync * p + 1
     reg_base, res_base = p, p + n_regs
     ready_base = res_base + routing.n_resources
     wire, msg = np.atleast_2d(wire), np.atleast_2d(msg)
-    tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64)[t, w]
+    tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64).reshape(-1)[lane]
+    waves, _, per_lane = routing.lane_resources.shape
     pool, count, largest, too_many, work, need = _waves(
-        wave_start, w.astype(np.int64), program.cost_row[t, w].astype(np.int64),
+        wave_start, w.astype(np.int64), cost_row.astype(np.int64),
         np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
         np.where(out == program.trash_reg, -1, out).astype(np.int64),
-        np.ascontiguousarray(routing.lane_resources[t, w], dtype=np.int64),
+        np.ascontiguousarray(routing.lane_resources.reshape(waves * p, per_lane)[lane], dtype=np.int64),
         np.where(slot == program.trash_sync, -1, slot).astype(np.int64), tier,
         ready_base + n_ready, reg_base, res_base, ready_base, routing.mode.blocks_sender,
         np.concatenate([rows, np.stack([wire, msg], axis=1).reshape(-1, rows.shape[1])]).astype(np.float64),  # wire, msg per tier

@@ -39,10 +39,9 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ppsweep.engine.comm import Routing
+from ppsweep.engine.comm import Routing, scan_lanes
 from ppsweep.engine.program import Program
 from ppsweep.engine.steady_state import PeriodicRuns, no_runs
-from ppsweep.lex_order import lex_order
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -616,9 +615,7 @@ class NativeSteps(NamedTuple):
 
 def native_steps(program: Program, routing: Routing) -> NativeSteps:
     """The steps of ``program`` in ``routing``'s mode, in the order :func:`run` takes them."""
-    lane = np.flatnonzero(program.active)  # lane t·p + w, by wave, then worker
-    if routing.n_rounds > 1:  # within a wave by round, then worker (the scan's round loop)
-        lane = lane[lex_order(lane % program.p, routing.rounds.reshape(-1)[lane], lane // program.p)]
+    lane = scan_lanes(program, routing)
     t, w = np.divmod(lane, program.p)
 
     def steps(lanes: np.ndarray, none: int) -> np.ndarray:
