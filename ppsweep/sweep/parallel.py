@@ -12,6 +12,11 @@ just before it hands it out; :mod:`ppsweep.sweep.runner` hands them largest firs
 so that the evaluators end together). A unit's results depend on its inputs alone, so they are the same to the bit whichever
 evaluator computes them; the caller writes them as they come.
 
+Each evaluator's first task compiles the engine's numba kernels (:func:`ppsweep.engine.kernels.compile_kernels`):
+this process's thread starts with the scan, the spawned processes with the envelope's walk, each
+under a lock the run's evaluators share, so that after an upgrade each kernel is compiled once and
+two at a time (the others wait for it and load it from numba's cache).
+
 The spawned processes can be started before the run knows its units (:func:`start_evaluators`,
 which the command line calls as soon as the config is valid): each spends a second or two
 importing JAX and the engine, which then overlaps this process's own imports and the store's
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -114,13 +121,16 @@ def configure_jax(compilation_cache: str | None) -> None:
     _JAX_CONFIGURED = True
 
 
-def _init_worker(compilation_cache: str | None, workers: int = 1) -> None:
+def _init_worker(compilation_cache: str | None, workers: int = 1, kernel_locks: str | None = None) -> None:
     _exit_with_parent()
 
     configure_jax(compilation_cache)
     share_cores(workers)  # each evaluator's scans take its share of the cores (one each on a machine of `workers` cores)
     if multiprocessing.parent_process() is not None:  # a spawned worker: import the engine now, before its first unit
         import ppsweep.sweep.evaluate  # noqa: F401
+        from ppsweep.engine.kernels import compile_kernels
+
+        compile_kernels(kernel_locks, first=1)  # this process's thread starts with the first (evaluate_units)
 
 
 def _ready() -> None:
@@ -157,14 +167,17 @@ class Evaluators:
     Attributes:
       workers: the evaluators they make with this process's thread (the processes are ``workers - 1``).
       compilation_cache: the JAX compilation cache the processes were started with.
+      kernel_locks: the directory of the locks under which the evaluators compile the engine's
+        kernels (:func:`ppsweep.engine.kernels.compile_kernels`), removed at shutdown.
     """
 
     def __init__(self, workers: int, compilation_cache: str | None) -> None:
         self.workers = workers
         self.compilation_cache = compilation_cache
+        self.kernel_locks = tempfile.mkdtemp(prefix="ppsweep-kernels-")
         self._closing: threading.Thread | None = None
         self.pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_init_worker, initargs=(compilation_cache, workers))
+                                        initializer=_init_worker, initargs=(compilation_cache, workers, self.kernel_locks))
         for _ in range(workers - 1):  # a task per process: each starts (and imports the engine) now
             self.pool.submit(_ready)
 
@@ -181,11 +194,14 @@ class Evaluators:
             first, or Python's resource tracker reports the pool's semaphores as leaked.
         """
         if self._closing is None:  # the pool's own shutdown, waiting for the processes, in a thread
-            self._closing = threading.Thread(target=self.pool.shutdown, kwargs={"wait": True, "cancel_futures": True},
-                                             name="ppsweep-evaluators-shutdown", daemon=True)
+            self._closing = threading.Thread(target=self._close, name="ppsweep-evaluators-shutdown", daemon=True)
             self._closing.start()
         if wait:
             self._closing.join()
+
+    def _close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self.kernel_locks, ignore_errors=True)
 
     def __enter__(self) -> "Evaluators":
         return self
@@ -267,6 +283,9 @@ def evaluate_units(
         return
     _init_worker(compilation_cache, workers)  # this process evaluates too
     here = ThreadPoolExecutor(1, thread_name_prefix="ppsweep-unit")
+    from ppsweep.engine.kernels import compile_kernels
+
+    warmed = here.submit(compile_kernels, evaluators.kernel_locks, 0)  # its first task: the first kernel (the processes start with the next)
     spawned = evaluators.pool
     limits: dict[Executor, int] = {here: 1, spawned: workers}
     running: dict[Future, Executor] = {}
@@ -281,6 +300,7 @@ def evaluate_units(
                     else:
                         running[pool.submit(evaluate_one, spec, *unit)] = pool
             if not running:
+                warmed.result()  # raises what compiling the kernels raised
                 return
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
