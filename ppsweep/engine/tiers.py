@@ -79,8 +79,9 @@ class Tiers:
         return (self.link_tier.tobytes(), self.sync_tier.tobytes())
 
     def lane_tier(self, link: np.ndarray) -> np.ndarray:
-        """The tier of each lane's (or step's) message, from its link (the trash link or -1: :data:`INTER`)."""
-        return np.where(link >= 0, self.link_tier[np.minimum(link, self.link_tier.size - 1)], INTER).astype(np.int64)
+        """The tier of each lane's (or step's) message, from its link (the trash link or -1: :data:`INTER`,
+        the entry after the links')."""
+        return self.link_tier[np.minimum(link, self.link_tier.size - 1)].astype(np.int64, copy=False)
 
 
 def tiers_for(program: Any, worker_node: Any = None) -> Tiers:
