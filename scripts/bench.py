@@ -921,7 +921,6 @@ def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("over
     summed over the design sweep's schedules and variants in ``modes``, by ``p`` and ``m``."""
     import ppsweep
     from ppsweep.engine.tiers import nodes_of
-    from ppsweep.schedules.variants import split_label
 
     ppsweep.share_cores(usable_cores())  # one thread: each evaluator's share in a sweep
     print("--periodic: native_scan against periodic_scan, +sweep=design's schedules and points (256 a table), "
@@ -931,8 +930,7 @@ def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("over
         for m in ms:
             spent = np.zeros(2)
             for label in design_spec().schedules:
-                name, options = split_label(label)
-                table = build_schedule(name, p, m, **{k: (int(v) if v.isdigit() else v) for k, v in options.items()})
+                table = build_schedule(label, p, m)  # a variant's label names its options
                 costs = design_costs(table)
                 nodes = nodes_of(p, design_spec().system.gpus_per_node)
                 for mode in modes:
