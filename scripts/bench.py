@@ -904,16 +904,10 @@ def design_spec():
 
 def design_costs(table):
     """The engine's costs of ``table`` at the points of ``+sweep=design`` (32 bandwidths × 8 latencies)."""
-    from ppsweep.cost_model import engine_costs
-    from ppsweep.sweep.dimensions import POINT_DIMENSIONS, grid_arguments
+    from ppsweep.sweep.evaluate import table_costs
 
     spec = design_spec()
-    system = spec.system
-    grid = grid_arguments(POINT_DIMENSIONS, {d.name: getattr(spec, d.name) for d in POINT_DIMENSIONS}, system)
-    stage = {d.reaches: grid.pop(d.reaches) for d in POINT_DIMENSIONS if d.stage}
-    point = {"fb_overlap": system.fb_overlap, "t_opt": system.optimizer_time, **grid}  # the grid's axes over the system's values
-    return engine_costs(stage_costs(spec.model, system, table, **stage), point_axes=len(POINT_DIMENSIONS) - 1,
-                        alpha_intra=system.intra_latency, beta_intra=system.intra_bandwidth, **point)
+    return table_costs(spec, table, spec.model)[0]
 
 
 def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("overlap", "ports")) -> None:

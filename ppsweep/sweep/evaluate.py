@@ -23,6 +23,7 @@ from ppsweep.sweep.dimensions import POINT_DIMENSION_NAMES, POINT_DIMENSIONS, gr
 from ppsweep.cost_model import MemoryFigures, ModelConfig, engine_costs, memory_figures, stage_costs
 from ppsweep.cost_profile import StageCountError, engine_costs_from_profile, profile_memory, stage_values
 from ppsweep.engine.core import simulate
+from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.compiled import program_for
 from ppsweep.engine.methods import method_backend
 from ppsweep.engine.tiers import nodes_of
@@ -103,20 +104,15 @@ def _memory(spec: SweepSpec, models: dict[str, ModelConfig], table, m: int) -> d
     return dict.fromkeys(models, figures)
 
 
-def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, np.ndarray]:
-    """Engine results of one table over the unit's ``[comm ×] point dimensions [× sample]`` points.
+def table_costs(spec: SweepSpec, table, model: ModelConfig) -> tuple[Costs, float]:
+    """The engine's costs of ``table`` at the sweep's points (one axis per point dimension, in store
+    order), and the global batch a step trains (its throughput's numerator).
 
     Args:
       spec: the sweep.
       table: the schedule table.
-      model: the model (one recomputation mode of the sweep); default ``spec.model``.
-
-    Returns:
-      ``t_sim``, ``throughput``, ``idle_sim`` and ``comm_time``, each with the dimensions of
-      ``spec.point_dims`` after ``schedule``, ``p``, ``m`` (and ``recompute``), in that order; with noise also ``t_sim_nominal``
-      (the noise-free step time, no ``sample`` dimension).
+      model: the model (one recomputation mode of the sweep).
     """
-    model = spec.model if model is None else model
     system = spec.system
     # One axis per point dimension, in store order (length 1 where the sweep has none: the
     # system's value). bandwidth and latency are the tier between nodes, the tier within one is
@@ -138,7 +134,25 @@ def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> 
         if spec.profile.message_is_time:  # the point shape of the sweep's one bandwidth and latency
             point = dataclasses.replace(point, alpha=np.broadcast_to(point.alpha, (1,) * len(POINT_DIMENSIONS)))
         global_batch = table.m * (spec.profile.microbatch_size or 1.0)
-    worker_node = nodes_of(table.p, system.gpus_per_node)
+    return point, global_batch
+
+
+def simulate_table(spec: SweepSpec, table, model: ModelConfig | None = None) -> dict[str, np.ndarray]:
+    """Engine results of one table over the unit's ``[comm ×] point dimensions [× sample]`` points.
+
+    Args:
+      spec: the sweep.
+      table: the schedule table.
+      model: the model (one recomputation mode of the sweep); default ``spec.model``.
+
+    Returns:
+      ``t_sim``, ``throughput``, ``idle_sim`` and ``comm_time``, each with the dimensions of
+      ``spec.point_dims`` after ``schedule``, ``p``, ``m`` (and ``recompute``), in that order; with noise also ``t_sim_nominal``
+      (the noise-free step time, no ``sample`` dimension).
+    """
+    model = spec.model if model is None else model
+    point, global_batch = table_costs(spec, table, model)
+    worker_node = nodes_of(table.p, spec.system.gpus_per_node)
     noise = spec.noise if spec.noise.enabled else None
     dims = ENGINE_DIMS if noise else ENGINE_DIMS[:-1]
     per_mode = []
