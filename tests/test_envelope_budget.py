@@ -87,13 +87,18 @@ def test_a_routing_reads_back_equal_and_a_refusal_is_raised_again(tmp_path, monk
     table = build_schedule("chimera", 4, 8)
     program = compiled_for(table).program
     digest = envelope_cache.table_digest(table)
-    for mode in ("overlap", "contention", "ports"):
-        built = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: route(program, mode))
-        read = envelope_cache.cached_routing(lambda: digest, program, mode, lambda: pytest.fail("routed again"))
-        assert read.mode == built.mode and read.n_resources == built.n_resources
-        assert read.sync_resources == built.sync_resources
-        for a, b in ((built.lane_resources, read.lane_resources), (built.rounds, read.rounds)):
-            assert a.dtype == b.dtype and np.array_equal(a, b)
+    built = envelope_cache.cached_routing(lambda: digest, program, "ports", lambda: route(program, "ports"))
+    read = envelope_cache.cached_routing(lambda: digest, program, "ports", lambda: pytest.fail("routed again"))
+    assert read.mode == built.mode and read.n_resources == built.n_resources
+    assert read.sync_resources == built.sync_resources
+    for a, b in ((built.lane_resources, read.lane_resources), (built.rounds, read.rounds)):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    for mode in ("overlap", "blocking", "contention"):  # routed in milliseconds: routed each time, never stored
+        calls = []
+        for _ in range(2):
+            envelope_cache.cached_routing(lambda: digest, program, mode, lambda: calls.append(mode) or route(program, mode))
+        assert calls == [mode, mode]
+    assert len(list(tmp_path.iterdir())) == 1
 
     def refuse():
         raise NotImplementedError("mode ports: refused")

@@ -246,12 +246,13 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     k = len(rule.hop_resources(p, 0, 0, 0)) if program.n_links else 0
     per_link = np.array([rule.hop_resources(p, int(src), int(dst), i) for i, (src, dst) in enumerate(links)],
                         dtype=np.int64).reshape(program.n_links, k)
-    sends = program.link != program.trash_link
+    sending = np.flatnonzero(program.link != program.trash_link)  # lanes wave·p + worker that send
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
-    lanes[sends] = per_link[program.link[sends]]
+    hops = per_link[program.link.reshape(-1)[sending]]  # each sending lane's resources
+    lanes.reshape(program.link.size, k)[sending] = hops
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    if rule.sends_in_table_order and sends.any():
-        rounds[sends] = _port_rounds(program, lanes)
+    if rule.sends_in_table_order and sending.size:
+        rounds.reshape(-1)[sending] = _port_rounds(program, sending, hops)
     sync = tuple(
         tuple(i for link in row if link >= 0 for i in per_link[int(link)].tolist()) for row in program.sync_ring_links
     )
@@ -267,37 +268,24 @@ def scan_lanes(program: "Any", routing: Routing) -> np.ndarray:
     return lane
 
 
-def _port_rounds(program: "Any", lanes: np.ndarray) -> np.ndarray:
-    """``ports``: the round of every sending lane (in ``np.nonzero`` order), after checking that
+def _port_rounds(program: "Any", sending: np.ndarray, ports: np.ndarray) -> np.ndarray:
+    """``ports``: the round of every sending lane ``sending`` (``wave·p + worker``, ascending), whose
+    ``(egress, ingress)`` ports are ``ports``, after checking that
     every port takes its messages in non-decreasing end slot in the scan's order.
 
     Within a wave every sender is another worker, so only ingress ports are shared: a lane's
     round is the number of lanes of its wave before it, in (end slot, sender) order, that send to
-    the same receiver.
+    the same receiver. The walk over the messages is compiled (:func:`ppsweep.engine.port_rounds.port_rounds`).
     """
-    lane = np.flatnonzero(program.link != program.trash_link)  # lane wave·p + worker
-    wave, worker = np.divmod(lane, program.p)
-    end = program.lane_end.reshape(-1)[lane]
-    egress, ingress = (lanes.reshape(-1, lanes.shape[-1])[lane, j] for j in (0, 1))
-    # the scan's order: wave, then (end slot, sender) within a wave
-    order = lex_order(worker, end, wave)
-    position = np.empty_like(order)
-    position[order] = np.arange(order.size)
-    violations = []  # (position of the message, egress 0 / ingress 1, the message before it at that port)
-    for side, port in enumerate((egress, ingress)):
-        by_port = lex_order(position, port)  # each port's messages in the scan's order
-        later = np.flatnonzero((port[by_port][1:] == port[by_port][:-1]) & (end[by_port][1:] < end[by_port][:-1]))
-        violations += [(int(position[by_port[i + 1]]), side, int(by_port[i])) for i in later]
-    if violations:
-        at, _, before = min(violations)
-        bad = order[at]
+    from ppsweep.engine.port_rounds import port_rounds
+
+    wave, worker = np.divmod(sending, program.p)
+    end = program.lane_end.reshape(-1)[sending].astype(np.int64, copy=False)
+    egress, ingress = ports[:, 0], ports[:, 1]
+    rounds, bad, before = port_rounds(wave, end, egress, ingress)
+    if bad >= 0:
         raise NotImplementedError(
             f"mode ports: worker {worker[bad]} sends at slot {end[bad]} a message that must take a port "
             f"before one sent at slot {end[before]} by an operation that started earlier"
         )
-    group = lex_order(position, ingress, wave)  # each wave's messages into each receiver, in order
-    same = np.r_[False, (wave[group][1:] == wave[group][:-1]) & (ingress[group][1:] == ingress[group][:-1])]
-    run_start = np.maximum.accumulate(np.where(same, 0, np.arange(group.size)))
-    rounds = np.empty(group.size, dtype=np.int64)
-    rounds[group] = np.arange(group.size) - run_start
     return rounds
