@@ -40,8 +40,6 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ppsweep.lex_order import lex_order
-
 
 def wire_time(n_bytes: Any, beta: Any) -> np.ndarray:
     """Seconds ``n_bytes`` occupy a link of ``beta`` bytes/s: ``bytes/β``, 0 where ``β = ∞``."""
@@ -263,8 +261,9 @@ def scan_lanes(program: "Any", routing: Routing) -> np.ndarray:
     """The program's active lanes (``wave · p + worker``) in the order the scan and the envelope's
     walk take them: by wave, then round (:attr:`Routing.rounds`), then worker."""
     lane = np.flatnonzero(program.active)  # by wave, then worker
-    if routing.n_rounds > 1:
-        lane = lane[lex_order(lane % program.p, routing.rounds.reshape(-1)[lane], lane // program.p)]
+    n_rounds = routing.n_rounds
+    if n_rounds > 1:  # a stable sort by (wave, round) keeps each round's workers in order
+        lane = lane[np.argsort(lane // program.p * n_rounds + routing.rounds.reshape(-1)[lane], kind="stable")]
     return lane
 
 

@@ -219,7 +219,7 @@ def _tier_blocks(program: Program, tiers: Tiers) -> tuple:
 
     waves = bucket(program.n_waves, WAVE_BLOCK)
     lanes = np.zeros((waves, program.p), dtype=np.int64)
-    lanes[: program.n_waves] = tiers.lane_tier(np.where(program.link == program.trash_link, -1, program.link))
+    lanes[: program.n_waves] = tiers.lane_tier(program.link)  # the trash link (no message) reads INTER
     with jax.enable_x64(True):  # int64 indices, whoever calls
         return tuple(jnp.asarray(lanes[b:b + WAVE_BLOCK]) for b in range(0, waves, WAVE_BLOCK))
 

@@ -433,7 +433,7 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
     wire = weights[:, [idx["wire"], idx["wire_intra"]]].T
     msg = message_time(weights[:, [idx["alpha"], idx["alpha_intra"]]].T, wire)
     tiers = tiers_for(program) if tiers is None else tiers
-    lane_tier = tiers.lane_tier(np.where(program.link == program.trash_link, -1, program.link))
+    lane_tier = tiers.lane_tier(program.link)  # the trash link (no message) reads INTER
     sync_vec = weights[:, idx["sync"] : idx["sync"] + program.n_sync].T
     zero = np.zeros((1, J))
     from ppsweep.engine import native_envelope

@@ -158,14 +158,16 @@ def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, no
 
 
 @numba.njit(cache=True, nogil=True)
-def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_base, res_base, ready_base, blocks_sender,
-           vecs, n_tiers, cap, same, budget):
+def _waves(lane, dep_reg, zero_reg, out_reg, trash_reg, sync_slot, trash_sync, cost_row, held, tier, n_nodes, reg_base,
+           res_base, ready_base, blocks_sender, vecs, n_tiers, cap, same, budget):
     """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many, work, need)``
     (``too_many``: rows kept by the first join past the cap, 0 if none, -1 where the work passed
     ``budget`` first or ran ahead of its pace (:data:`PACE_NUM`; 0: no budget); ``work``: :func:`run_waves`'s
-    count; ``need``: the least budget the walk passes, pace included). ``vecs``: the duration
-    rows, then per tier the wire and the message time (the last ``2·n_tiers`` rows); a step's
-    message takes its ``tier``'s."""
+    count; ``need``: the least budget the walk passes, pace included). ``lane``: the steps, each its
+    lane ``wave·p + worker`` of the program's arrays (flat: ``dep_reg``, ``out_reg``, ``sync_slot``,
+    ``cost_row``, ``tier``, and ``held``'s rows), read where the step is taken (a walk that stops
+    early reads few). ``vecs``: the duration rows, then per tier the wire and the message time (the
+    last ``2·n_tiers`` rows); a step's message takes its ``tier``'s."""
     J = vecs.shape[1]
     p = reg_base
     k_held = held.shape[1]
@@ -183,17 +185,24 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
     largest = 1
     work = 0
     need = 0  # the least budget this walk passes so far (its pace included)
-    steps = max(wave_start[-1], 1)
+    n_steps = lane.shape[0]
+    steps = max(n_steps, 1)
     window = max(1, steps // PACE_WINDOW)
     past = np.zeros(steps + 1, dtype=np.int64)  # the work after each step (past[s + 1])
-    for t in range(wave_start.shape[0] - 1):
+    s = 0
+    while s < n_steps:  # a wave: its steps, then its register writes
+        wave = lane[s] // p
         n_writes = 0
-        for s in range(wave_start[t], wave_start[t + 1]):
-            w = worker[s]
+        while s < n_steps and lane[s] // p == wave:
+            at = lane[s]
+            w = at - wave * p
+            dep = -1 if dep_reg[at] == zero_reg else dep_reg[at]
+            out = -1 if out_reg[at] == trash_reg else out_reg[at]
+            slot = -1 if sync_slot[at] == trash_sync else sync_slot[at]
             # start: the later of the worker being free and its input's arrival; end: plus its duration
-            if dep[s] >= 0:
+            if dep >= 0:
                 n = _load(pool, w, count[w], joined, 0)
-                n = _load(pool, reg_base + dep[s], count[reg_base + dep[s]], joined, n)
+                n = _load(pool, reg_base + dep, count[reg_base + dep], joined, n)
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
                 work += n * n
                 if k > cap:
@@ -201,7 +210,7 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                 largest = max(largest, k)
             else:
                 k = _load(pool, w, count[w], kept, 0)
-            n_end = _plus(kept, k, vecs, row[s], end, 0)
+            n_end = _plus(kept, k, vecs, cost_row[at], end, 0)
             work += n_end
             # projected work past the pace of a budget b: PACE_DEN·(projection - floor) > PACE_NUM·b,
             # the projection (times its window L): work·L + (work of the last L steps)·(steps left)
@@ -211,14 +220,14 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
             need = max(need, work, -(-ahead // (PACE_NUM * span)))
             if budget > 0 and (work > budget or ahead > PACE_NUM * budget * span):
                 return pool, count, largest, -1, work, need
-            if out[s] >= 0:  # it sends: the message starts once its data and its resources are ready
-                wire = comm_base + 2 * tier[s]
+            if out >= 0:  # it sends: the message starts once its data and its resources are ready
+                wire = comm_base + 2 * tier[at]
                 msg = wire + 1
                 k = _load(end, 0, n_end, kept, 0)
                 if k_held > 0:
                     n = _load(end, 0, n_end, joined, 0)
                     for j in range(k_held):
-                        node = res_base + held[s, j]
+                        node = res_base + held[at, j]
                         n = _load(pool, node, count[node], joined, n)
                     k = prune_rows(joined, n, same, kept, keys, order, tol)
                     work += n * n
@@ -226,20 +235,21 @@ def _waves(wave_start, worker, row, dep, out, held, slot, tier, n_nodes, reg_bas
                         return pool, count, largest, k, work, need
                     largest = max(largest, k)
                 for j in range(k_held):  # the resources it holds, free again after its wire time
-                    node = res_base + held[s, j]
+                    node = res_base + held[at, j]
                     count[node] = _plus(kept, k, vecs, wire, pool, node)
                 n_arrival[n_writes] = _plus(kept, k, vecs, msg, arrival, n_writes)
-                target[n_writes] = reg_base + out[s]
+                target[n_writes] = reg_base + out
                 n_writes += 1
-            if out[s] >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
+            if out >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
                 kw = _load(arrival, n_writes - 1, n_arrival[n_writes - 1], kept, 0)
                 count[w] = _store(kept, kw, pool, w)
             else:
                 k = _load(end, 0, n_end, kept, 0)
                 count[w] = _store(kept, k, pool, w)
-            if slot[s] >= 0:
+            if slot >= 0:
                 k = _load(end, 0, n_end, kept, 0)
-                count[ready_base + slot[s]] = _store(kept, k, pool, ready_base + slot[s])
+                count[ready_base + slot] = _store(kept, k, pool, ready_base + slot)
+            s += 1
         for i in range(n_writes):
             k = _load(arrival, i, n_arrival[i], kept, 0)
             count[target[i]] = _store(kept, k, pool, target[i])
@@ -271,35 +281,43 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       ``(free, reg, resources, ready, largest, too_many, work, need)``: the sets after the last wave, one
       ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, the
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
-      its pace, first: then the sets are meaningless), and the walk's work: the square of the rows entering
+      its pace, first: then the sets are empty lists), and the walk's work: the square of the rows entering
       each join plus the rows of each operation's end, a deterministic count that follows its time;
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
     lane = scan_lanes(program, routing)  # the reference's lane order: wave, round, worker
-    t, w = np.divmod(lane, program.p)
-    wave_start = np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64)
-    dep, out, slot, cost_row = (a.reshape(-1)[lane] for a in (program.dep_reg, program.out_reg, program.sync_slot, program.cost_row))
     p, n_regs = program.p, program.n_regs + 2
     n_ready = program.n_sync * p + 1
     reg_base, res_base = p, p + n_regs
     ready_base = res_base + routing.n_resources
     wire, msg = np.atleast_2d(wire), np.atleast_2d(msg)
-    tier = np.zeros(t.shape, dtype=np.int64) if lane_tier is None else np.asarray(lane_tier, dtype=np.int64).reshape(-1)[lane]
-    waves, _, per_lane = routing.lane_resources.shape
+    n_lanes = program.link.size
+    tier = np.zeros(n_lanes, dtype=np.int64) if lane_tier is None else lane_tier
+    held = routing.lane_resources.reshape(n_lanes, routing.lane_resources.shape[-1])
+    flat = (_flat(a, n_lanes) for a in (program.dep_reg, program.out_reg, program.sync_slot, program.cost_row, tier))
+    dep_reg, out_reg, sync_slot, cost_row, tier = flat
     pool, count, largest, too_many, work, need = _waves(
-        wave_start, w.astype(np.int64), cost_row.astype(np.int64),
-        np.where(dep == program.zero_reg, -1, dep).astype(np.int64),
-        np.where(out == program.trash_reg, -1, out).astype(np.int64),
-        np.ascontiguousarray(routing.lane_resources.reshape(waves * p, per_lane)[lane], dtype=np.int64),
-        np.where(slot == program.trash_sync, -1, slot).astype(np.int64), tier,
-        ready_base + n_ready, reg_base, res_base, ready_base, routing.mode.blocks_sender,
+        _flat(lane, lane.size), dep_reg, program.zero_reg, out_reg, program.trash_reg, sync_slot, program.trash_sync,
+        cost_row, _flat(held, held.shape), tier, ready_base + n_ready, reg_base, res_base, ready_base,
+        routing.mode.blocks_sender,
         np.concatenate([rows, np.stack([wire, msg], axis=1).reshape(-1, rows.shape[1])]).astype(np.float64),  # wire, msg per tier
         int(wire.shape[0]), int(cap), float(same), int(budget),
     )
+    if too_many:  # the walk stopped: its sets are meaningless
+        return [], [], [], [], int(largest), int(too_many), int(work), int(need)
     sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
     return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),
             int(too_many), int(work), int(need))
+
+
+def _flat(a: np.ndarray, shape: int | tuple[int, ...]) -> np.ndarray:
+    """``a`` as a read-only int64 C-ordered array of ``shape`` (a view where it already is int64 and
+    contiguous): :func:`_waves` reads the program's arrays in place, and one type of input keeps
+    numba to one compile of it."""
+    view = np.ascontiguousarray(a, dtype=np.int64).reshape(shape)
+    view.flags.writeable = False
+    return view
 
 
 def prune(vectors: np.ndarray, same: float) -> np.ndarray:
