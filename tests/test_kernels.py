@@ -47,3 +47,26 @@ def test_a_kernel_lock_holds_off_the_next_holder_until_released(tmp_path):
 def test_the_kernels_run_on_their_small_tables():
     for name, compile_one in kernels.KERNELS.items():
         compile_one()  # compiles (or loads from numba's cache) the kernel, and runs it
+
+
+def test_small_inputs_run_a_kernels_python_with_the_same_results():
+    import numpy as np
+
+    from ppsweep.engine.fast_program import _first_fit
+    from ppsweep.engine.port_rounds import _walk
+    from ppsweep.small_inputs import SMALL_INPUT, compiled_unless_small
+
+    assert compiled_unless_small(_first_fit, SMALL_INPUT - 1) is _first_fit.py_func
+    assert compiled_unless_small(_first_fit, SMALL_INPUT) is _first_fit
+    rng = np.random.default_rng(3)
+    born = np.sort(rng.integers(0, 20, 40))
+    dies = born + rng.integers(0, 6, 40)
+    registers = [np.empty(40, dtype=np.int64) for _ in range(2)]
+    for kernel, out in zip((_first_fit, _first_fit.py_func), registers):
+        kernel(born, dies, out)
+    assert np.array_equal(*registers) and registers[0].max() > 0
+    wave = np.sort(rng.integers(0, 6, 40))
+    end, egress, ingress = wave * 3 + rng.integers(0, 3, 40), rng.integers(0, 4, 40), 4 + rng.integers(0, 4, 40)
+    rounds = [np.full(40, -1, dtype=np.int64) for _ in range(2)]
+    answers = [tuple(int(x) for x in kernel(wave, end, egress, ingress, out)) for kernel, out in zip((_walk, _walk.py_func), rounds)]
+    assert answers[0] == answers[1] and np.array_equal(*rounds)

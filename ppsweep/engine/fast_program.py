@@ -18,6 +18,7 @@ import numpy as np
 from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemble_program, compile_program
 from ppsweep.implementations import Implementations
 from ppsweep.lex_order import lex_order
+from ppsweep.small_inputs import compiled_unless_small
 from ppsweep.tables.fast_realize import OpArrays, array_path_handles, input_halves, table_ops
 from ppsweep.tables.ops import Kind
 from ppsweep.tables.table import ScheduleTable
@@ -199,7 +200,7 @@ def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray,
     register = np.empty(len(born), dtype=np.int64)
     if len(born) == 0:
         return register, 0
-    _first_fit(np.ascontiguousarray(born, dtype=np.int64), np.ascontiguousarray(dies, dtype=np.int64), register)
+    compiled_unless_small(_first_fit, len(born))(np.ascontiguousarray(born, dtype=np.int64), np.ascontiguousarray(dies, dtype=np.int64), register)
     return register, int(register.max()) + 1
 
 

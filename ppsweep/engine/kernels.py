@@ -8,6 +8,11 @@ compiling were done twice. :func:`compile_kernels` has each evaluator compile on
 (they take them in turn, so two evaluators compile two kernels at once), each under a lock that
 every evaluator shares: an evaluator that needs a kernel another is compiling waits for it and then
 loads it from numba's cache. Where numba's cache already holds them, each costs a few milliseconds.
+
+The small kernels of building a table, its program and its ``ports`` routing run as Python (the
+same function, uncompiled: :func:`ppsweep.small_inputs.compiled_unless_small`) on inputs of
+fewer than :data:`~ppsweep.small_inputs.SMALL_INPUT` items, so that the scan's and the envelope's warm-ups, on a tiny table, compile
+only their own kernel; the ``tables`` warm-up compiles the small ones once, on a larger table.
 """
 
 from __future__ import annotations
@@ -36,8 +41,19 @@ def _envelope() -> None:
     simulate(build_schedule("1f1b", 2, 4), 1e-3, 2e-3, 1e-6, np.array([1e9, 1e10]), 1e6, "ports", backend="envelope")
 
 
+def _tables() -> None:
+    """The small kernels of building a table, compiling its program and routing it in ``ports``, on a
+    table above :data:`~ppsweep.small_inputs.SMALL_INPUT` cells and messages."""
+    from ppsweep import build_schedule
+    from ppsweep.engine.comm import route
+    from ppsweep.engine.fast_program import PROGRAM
+
+    route(PROGRAM(build_schedule("1f1b", 4, 16)), "ports")
+
+
 #: The kernels, each compiled by calling it on a small table (the same argument types as a sweep's).
-KERNELS: dict[str, Callable[[], None]] = {"scan": _scan, "envelope": _envelope}
+#: The run's own thread starts with the scan, spawned evaluators with the next (:mod:`ppsweep.sweep.parallel`).
+KERNELS: dict[str, Callable[[], None]] = {"scan": _scan, "tables": _tables, "envelope": _envelope}
 
 
 @contextlib.contextmanager

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ppsweep.small_inputs import compiled_unless_small
+
 
 @numba.njit(cache=True, nogil=True)
 def _walk(wave, end, egress, ingress, rounds):
@@ -75,5 +77,6 @@ def port_rounds(wave: np.ndarray, end: np.ndarray, egress: np.ndarray, ingress: 
     rounds = np.empty(wave.shape[0], dtype=np.int64)
     if wave.shape[0] == 0:
         return rounds, -1, -1
-    bad, before = _walk(*(np.ascontiguousarray(a, dtype=np.int64) for a in (wave, end, egress, ingress)), rounds)
+    walk = compiled_unless_small(_walk, wave.shape[0])
+    bad, before = walk(*(np.ascontiguousarray(a, dtype=np.int64) for a in (wave, end, egress, ingress)), rounds)
     return rounds, int(bad), int(before)

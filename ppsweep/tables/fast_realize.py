@@ -31,6 +31,7 @@ import numba
 import numpy as np
 
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder
+from ppsweep.small_inputs import compiled_unless_small
 from ppsweep.tables.op_arrays import _OPS, FAST_KINDS, OpArrays, _read_ops, activation_profile_fast, table_ops
 from ppsweep.tables.ops import NONE, Kind, SplitBackward
 from ppsweep.tables.table import ScheduleTable, check_slots, realize, table_from_placed
@@ -401,7 +402,8 @@ class _Columns:
         big = np.int64(1 << 40)  # keeps the chains apart in the prefix maximum
         offset = self.segment.astype(np.int64) * big - self.shift
         arrays = (self.cell, self.first, self.second, self.length, self.lanes, offset)
-        return _column_starts(self.n, *(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), chain_of)
+        starts = compiled_unless_small(_column_starts, self.cell.size)
+        return starts(self.n, *(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), chain_of)
 
 
 @numba.njit(cache=True, nogil=True)
