@@ -452,11 +452,11 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes).
     ``periodic``: step over the runs of waves that repeat once the state does (:mod:`ppsweep.engine.steady_state`)."""
     from ppsweep.engine.envelope_cache import cached_native_steps, cached_periodic_runs
-    from ppsweep.engine.native_scan import native_steps, run_points, step_factors
+    from ppsweep.engine.native_scan import run_points, step_factors
     from ppsweep.engine.steady_state import periodic_runs
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
-        compiled.digest, program, mode, lambda: native_steps(program, compiled.routing(mode))))
+        compiled.digest, program, mode, lambda: _native_steps(compiled, mode)))
     runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: cached_periodic_runs(
         compiled.digest, program, mode, lambda: periodic_runs(steps, program.p, table.m))) if periodic and factors is None else None
     program = compiled.program
@@ -485,6 +485,20 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
         for r in ranges:
             run(r)
     return out
+
+
+def _native_steps(compiled: CompiledTable, mode: str) -> Any:
+    """:func:`ppsweep.engine.native_scan.native_steps` of ``compiled`` in ``mode``: the modes whose
+    routing has one round per wave (all but ``ports``) take the lanes in one order, so they share
+    its :func:`~ppsweep.engine.native_scan.ordered_steps`, built once per table."""
+    from ppsweep.engine.comm import scan_lanes
+    from ppsweep.engine.native_scan import native_steps, ordered_steps
+
+    routing = compiled.routing(mode)
+    if routing.n_rounds > 1:
+        return native_steps(compiled.program, routing)
+    ordered = compiled.derived("ordered_steps:one_round", lambda program, _: ordered_steps(program, scan_lanes(program, routing)))
+    return native_steps(compiled.program, routing, ordered)
 
 
 def _native_tile(rows: int, itemsize: int) -> int:

@@ -613,9 +613,25 @@ class NativeSteps(NamedTuple):
     sync_held: np.ndarray
 
 
-def native_steps(program: Program, routing: Routing) -> NativeSteps:
-    """The steps of ``program`` in ``routing``'s mode, in the order :func:`run` takes them."""
-    lane = scan_lanes(program, routing)
+class OrderedSteps(NamedTuple):
+    """What a program's steps are in one order of its lanes, whatever the mode's resources
+    (:func:`ordered_steps`): :class:`NativeSteps`' fields of the same names, and ``lane``, each
+    step's lane ``wave·p + worker``."""
+
+    lane: np.ndarray
+    wave_start: np.ndarray
+    worker: np.ndarray
+    row: np.ndarray
+    dep: np.ndarray
+    out: np.ndarray
+    slot: np.ndarray
+    link: np.ndarray
+
+
+def ordered_steps(program: Program, lane: np.ndarray) -> OrderedSteps:
+    """The steps of ``program`` taken in the order ``lane`` (:func:`ppsweep.engine.comm.scan_lanes`).
+    Every mode whose routing has one round per wave takes the lanes in the same order, so their
+    steps share these arrays and differ only in the resources their messages hold (:func:`native_steps`)."""
     t, w = np.divmod(lane, program.p)
 
     def steps(lanes: np.ndarray, none: int) -> np.ndarray:
@@ -623,34 +639,61 @@ def native_steps(program: Program, routing: Routing) -> NativeSteps:
         values[values == none] = -1
         return values
 
+    holders = _sync_holders(program)
+    # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
+    compact = np.full(program.n_sync * program.p + 1, -1, dtype=np.int64)
+    q, j = np.nonzero(holders >= 0)
+    compact[q * program.p + holders[q, j]] = q * holders.shape[1] + j
+    slot = steps(program.sync_slot, program.trash_sync)
+    return OrderedSteps(
+        lane=lane,
+        wave_start=np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64),
+        worker=w.astype(np.int64),
+        row=program.cost_row.reshape(-1)[lane].astype(np.int64),
+        dep=steps(program.dep_reg, program.zero_reg),
+        out=steps(program.out_reg, program.trash_reg),
+        slot=np.where(slot >= 0, compact[slot], -1),
+        link=steps(program.link, program.trash_link),
+    )
+
+
+def _sync_holders(program: Program) -> np.ndarray:
+    """``(n_sync, H)`` holders of each synchronised stage, -1 padded (``(0, 1)`` without any)."""
+    return (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
+            else np.full((0, 1), -1, dtype=np.int64))
+
+
+def native_steps(program: Program, routing: Routing, ordered: OrderedSteps | None = None) -> NativeSteps:
+    """The steps of ``program`` in ``routing``'s mode, in the order :func:`run` takes them.
+
+    Args:
+      program: the compiled table; routing: its resources in the mode.
+      ordered: :func:`ordered_steps` in ``routing``'s lane order, where the caller has them (another
+        mode's, in the same order); None: built here.
+    """
+    if ordered is None:
+        ordered = ordered_steps(program, scan_lanes(program, routing))
     width = max([len(r) for r in routing.sync_resources], default=0)
     sync_held = np.full((program.n_sync, max(width, 1)), -1, dtype=np.int64)
     for q, resources in enumerate(routing.sync_resources):
         sync_held[q, : len(resources)] = resources
     waves, p, per_lane = routing.lane_resources.shape
     # np.take of whole rows: 1.5 ms against 8.8 ms for lane_resources[lane] at half a million steps
-    held = np.take(routing.lane_resources.reshape(waves * p, per_lane), lane, axis=0)
-    holders = (np.ascontiguousarray(program.sync_holders, dtype=np.int64).reshape(program.n_sync, -1) if program.n_sync
-               else np.full((0, 1), -1, dtype=np.int64))
-    # the program's readiness slot q·p + w as holder j of q: q·H + j (a slot no holder reads is dropped)
-    compact = np.full(program.n_sync * program.p + 1, -1, dtype=np.int64)
-    q, j = np.nonzero(holders >= 0)
-    compact[q * program.p + holders[q, j]] = q * holders.shape[1] + j
-    slot = steps(program.sync_slot, program.trash_sync)
+    held = np.take(routing.lane_resources.reshape(waves * p, per_lane), ordered.lane, axis=0)
     return NativeSteps(
-        wave_start=np.searchsorted(t, np.arange(program.n_waves + 1)).astype(np.int64),
-        worker=w.astype(np.int64),
-        row=program.cost_row.reshape(-1)[lane].astype(np.int64),
-        dep=steps(program.dep_reg, program.zero_reg),
-        out=steps(program.out_reg, program.trash_reg),
+        wave_start=ordered.wave_start,
+        worker=ordered.worker,
+        row=ordered.row,
+        dep=ordered.dep,
+        out=ordered.out,
         held=np.ascontiguousarray(held, dtype=np.int64),  # -1: no resource (route's)
-        slot=np.where(slot >= 0, compact[slot], -1),
-        link=steps(program.link, program.trash_link),
+        slot=ordered.slot,
+        link=ordered.link,
         n_regs=program.n_regs,
         n_res=routing.n_resources,
         blocks_sender=routing.mode.blocks_sender,
         sync_order=program.sync_order.astype(np.int64),
-        sync_holders=holders,
+        sync_holders=_sync_holders(program),
         sync_held=sync_held,
     )
 
