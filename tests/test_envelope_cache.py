@@ -35,7 +35,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _files(cache):
-    """The cache's files but the routings (envelope_cache.cached_routing), which every run writes beside them."""
+    """The cache's files but the routings (envelope_cache.cached_routing), which every run in ports writes beside them."""
     return [path for path in cache.glob(f"*{envelope_cache.disk_cache.SUFFIX}")
             if envelope_cache.disk_cache.read_entry(path)[0]["kind"] not in ("routing", "refused")]
 
@@ -159,7 +159,8 @@ def test_a_too_large_verdict_is_cached(cache, monkeypatch):
     expected = run(fresh(table), "contention", cap=1)  # the envelope needs more than one vector: the scan runs
     assert expected.method == "scan"
     kinds = sorted(envelope_cache.disk_cache.read_entry(path)[0]["kind"] for path in _files(cache))
-    assert kinds == ["NativeSteps", "PeriodicRuns", "too_large"]  # the verdict, and what the scan that ran instead read
+    # the verdict, and what the scan that ran instead read (contention's steps: its lane order's, shared with overlap and blocking)
+    assert kinds == ["OrderedSteps", "PeriodicRuns", "too_large"]
     no_build(monkeypatch)  # the verdict is read, not found again by building
     again = run(fresh(table), "contention", cap=1)
     assert again.method == "scan" and np.array_equal(again.t_sim, expected.t_sim)
@@ -237,7 +238,13 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
         raise AssertionError("compiled, not read from the cache")
 
     monkeypatch.setattr(compiled_mod, "PROGRAM", refused)
-    monkeypatch.setattr(native_scan, "native_steps", refused)
+    add_resources = native_scan.native_steps
+
+    def from_the_order_read(program, routing, ordered=None):  # steps built whole are refused
+        return refused() if ordered is None else add_resources(program, routing, ordered)
+
+    monkeypatch.setattr(native_scan, "ordered_steps", refused)  # the order of one-round routings' steps is read, and
+    monkeypatch.setattr(native_scan, "native_steps", from_the_order_read)  # their resources added; ports' steps are read whole
     monkeypatch.setattr(steady_state, "periodic_runs", refused)
     for table, (want, program, table_steps, table_runs) in zip(tables, expected):
         table = fresh(table)

@@ -451,12 +451,11 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     (``k`` samples) ``point`` holds groups of samples and the results come back group-major, as
     :func:`_run_scan`'s. Each step's message takes its tier of ``tiers`` (default: every one between nodes).
     ``periodic``: step over the runs of waves that repeat once the state does (:mod:`ppsweep.engine.steady_state`)."""
-    from ppsweep.engine.envelope_cache import cached_native_steps, cached_periodic_runs
+    from ppsweep.engine.envelope_cache import cached_periodic_runs
     from ppsweep.engine.native_scan import run_points, step_factors
     from ppsweep.engine.steady_state import periodic_runs
 
-    steps = compiled.derived(f"native_steps:{mode}", lambda program, _: cached_native_steps(
-        compiled.digest, program, mode, lambda: _native_steps(compiled, mode)))
+    steps = compiled.derived(f"native_steps:{mode}", lambda program, _: _native_steps(compiled, mode))
     runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: cached_periodic_runs(
         compiled.digest, program, mode, lambda: periodic_runs(steps, program.p, table.m))) if periodic and factors is None else None
     program = compiled.program
@@ -488,17 +487,21 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
 
 
 def _native_steps(compiled: CompiledTable, mode: str) -> Any:
-    """:func:`ppsweep.engine.native_scan.native_steps` of ``compiled`` in ``mode``: the modes whose
-    routing has one round per wave (all but ``ports``) take the lanes in one order, so they share
-    its :func:`~ppsweep.engine.native_scan.ordered_steps`, built once per table."""
+    """:func:`ppsweep.engine.native_scan.native_steps` of ``compiled`` in ``mode``, from the engine's
+    disk cache where it holds them (:mod:`ppsweep.engine.envelope_cache`). The modes whose routing
+    has one round per wave (all but ``ports``) take the lanes in one order, so they share its
+    :func:`~ppsweep.engine.native_scan.ordered_steps` (built or read once per table) and add their
+    messages' resources; ``ports``' steps are kept whole."""
     from ppsweep.engine.comm import scan_lanes
+    from ppsweep.engine.envelope_cache import cached_native_steps, cached_ordered_steps
     from ppsweep.engine.native_scan import native_steps, ordered_steps
 
-    routing = compiled.routing(mode)
+    routing, program = compiled.routing(mode), compiled.program
     if routing.n_rounds > 1:
-        return native_steps(compiled.program, routing)
-    ordered = compiled.derived("ordered_steps:one_round", lambda program, _: ordered_steps(program, scan_lanes(program, routing)))
-    return native_steps(compiled.program, routing, ordered)
+        return cached_native_steps(compiled.digest, program, mode, lambda: native_steps(program, routing))
+    ordered = compiled.derived("ordered_steps:one_round", lambda program, _: cached_ordered_steps(
+        compiled.digest, program, lambda: ordered_steps(program, scan_lanes(program, routing))))
+    return native_steps(program, routing, ordered)
 
 
 def _native_tile(rows: int, itemsize: int) -> int:

@@ -9,9 +9,11 @@ of all of that: the table's content (every field, arrays by their bytes, not its
 the mode, the weights' and flags' bytes, the cap, the tier of each link and synchronisation
 (:meth:`ppsweep.engine.tiers.Tiers.key`; the placement of workers on nodes) and the source of every module that takes part
 (:func:`code_version`). A change to any of them reads no old file. A table's compiled
-:class:`~ppsweep.engine.program.Program` (:func:`cached_program`) and the compiled scan's steps in
-each mode (:func:`cached_native_steps`, and the periodic scan's runs: :func:`cached_periodic_runs`) are kept the same way, keyed by the table's content (and
-the mode) and the code: a sweep run again, or another shard, reads them instead of compiling.
+:class:`~ppsweep.engine.program.Program` (:func:`cached_program`), the compiled scan's steps
+(:func:`cached_native_steps` in ``ports``; :func:`cached_ordered_steps`, one file for the modes that
+share a lane order) and the periodic scan's runs (:func:`cached_periodic_runs`) are kept the same
+way, keyed by the table's content (and the mode) and the code: a sweep run again, or another shard,
+reads them instead of compiling. Routings are kept in ``ports`` only (:func:`cached_routing`).
 
 Where: ``$PPSWEEP_ENVELOPE_CACHE`` if set, else ``~/.cache/ppsweep/envelopes``;
 ``PPSWEEP_ENVELOPE_CACHE=off`` turns it off. Writes are atomic and damaged files are rebuilt
@@ -261,7 +263,8 @@ def cached_routing(digest: Callable[[], str], program: Program, mode: str, build
 
 def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
     """The compiled scan's steps of a table in ``mode`` (:func:`ppsweep.engine.native_scan.native_steps`)
-    from the cache, or ``build()`` (then stored).
+    from the cache, or ``build()`` (then stored). The engine keeps the steps of ``ports`` this way;
+    the other modes share their order's (:func:`cached_ordered_steps`).
 
     Args:
       digest: gives the table's :func:`table_digest` (called only when the cache is used).
@@ -275,6 +278,16 @@ def cached_native_steps(digest: Callable[[], str], program: Program, mode: str, 
     from ppsweep.engine.native_scan import NativeSteps
 
     return _cached_in_mode("native_steps", NativeSteps, digest, program, mode, build)
+
+
+def cached_ordered_steps(digest: Callable[[], str], program: Program, build: Callable[[], Any]) -> Any:
+    """The steps of a table in the lane order of every mode with one round per wave
+    (:func:`ppsweep.engine.native_scan.ordered_steps`): one file for those modes, whose steps differ
+    only in their messages' resources (built from the routing, :func:`~ppsweep.engine.native_scan.native_steps`);
+    arguments as :func:`cached_native_steps`'."""
+    from ppsweep.engine.native_scan import OrderedSteps
+
+    return _cached_in_mode("ordered_steps", OrderedSteps, digest, program, "one_round", build)
 
 
 def cached_periodic_runs(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
