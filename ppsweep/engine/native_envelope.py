@@ -26,7 +26,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ppsweep.engine.comm import Routing, scan_lanes
+from ppsweep.engine.comm import Routing
 from ppsweep.engine.program import Program
 
 #: Widest vectors :func:`row_sum` adds as numpy does (numpy's pairwise block).
@@ -158,15 +158,16 @@ def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, no
 
 
 @numba.njit(cache=True, nogil=True)
-def _waves(lane, dep_reg, zero_reg, out_reg, trash_reg, sync_slot, trash_sync, cost_row, held, tier, n_nodes, reg_base,
-           res_base, ready_base, blocks_sender, vecs, n_tiers, cap, same, budget):
+def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_reg, sync_slot, trash_sync, cost_row, held,
+           tier, n_nodes, reg_base, res_base, ready_base, blocks_sender, vecs, n_tiers, cap, same, budget):
     """The wave loop over steps in the reference's order; ``(pool, count, largest, too_many, work, need)``
     (``too_many``: rows kept by the first join past the cap, 0 if none, -1 where the work passed
     ``budget`` first or ran ahead of its pace (:data:`PACE_NUM`; 0: no budget); ``work``: :func:`run_waves`'s
-    count; ``need``: the least budget the walk passes, pace included). ``lane``: the steps, each its
-    lane ``wave·p + worker`` of the program's arrays (flat: ``dep_reg``, ``out_reg``, ``sync_slot``,
-    ``cost_row``, ``tier``, and ``held``'s rows), read where the step is taken (a walk that stops
-    early reads few). ``vecs``: the duration rows, then per tier the wire and the message time (the
+    count; ``need``: the least budget the walk passes, pace included). The steps are the ``active``
+    lanes ``wave·p + worker`` (``n_steps`` of them), each wave's by round (``rounds``, below
+    ``n_rounds``) and then worker (:func:`ppsweep.engine.comm.scan_lanes`' order); a step reads the
+    program's arrays at its lane (flat: ``dep_reg``, ``out_reg``, ``sync_slot``, ``cost_row``,
+    ``tier``, and ``held``'s rows) where it is taken, so a walk that stops early reads few. ``vecs``: the duration rows, then per tier the wire and the message time (the
     last ``2·n_tiers`` rows); a step's message takes its ``tier``'s."""
     J = vecs.shape[1]
     p = reg_base
@@ -185,17 +186,17 @@ def _waves(lane, dep_reg, zero_reg, out_reg, trash_reg, sync_slot, trash_sync, c
     largest = 1
     work = 0
     need = 0  # the least budget this walk passes so far (its pace included)
-    n_steps = lane.shape[0]
     steps = max(n_steps, 1)
     window = max(1, steps // PACE_WINDOW)
     past = np.zeros(steps + 1, dtype=np.int64)  # the work after each step (past[s + 1])
     s = 0
-    while s < n_steps:  # a wave: its steps, then its register writes
-        wave = lane[s] // p
+    for wave_lane in range(0, active.shape[0], p):  # a wave (its first lane): its steps, then its register writes
         n_writes = 0
-        while s < n_steps and lane[s] // p == wave:
-            at = lane[s]
-            w = at - wave * p
+        for q in range(n_rounds * p):  # round q // p, worker q % p
+            w = q % p
+            at = wave_lane + w  # the step's lane
+            if not active[at] or (n_rounds > 1 and rounds[at] != q // p):
+                continue
             dep = -1 if dep_reg[at] == zero_reg else dep_reg[at]
             out = -1 if out_reg[at] == trash_reg else out_reg[at]
             slot = -1 if sync_slot[at] == trash_sync else sync_slot[at]
@@ -286,7 +287,6 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
-    lane = scan_lanes(program, routing)  # the reference's lane order: wave, round, worker
     p, n_regs = program.p, program.n_regs + 2
     n_ready = program.n_sync * p + 1
     reg_base, res_base = p, p + n_regs
@@ -295,12 +295,14 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     n_lanes = program.link.size
     tier = np.zeros(n_lanes, dtype=np.int64) if lane_tier is None else lane_tier
     held = routing.lane_resources.reshape(n_lanes, routing.lane_resources.shape[-1])
-    flat = (_flat(a, n_lanes) for a in (program.dep_reg, program.out_reg, program.sync_slot, program.cost_row, tier))
-    dep_reg, out_reg, sync_slot, cost_row, tier = flat
+    active = np.ascontiguousarray(program.active, dtype=np.bool_).reshape(n_lanes)
+    active.flags.writeable = False
+    flat = (_flat(a, n_lanes) for a in (routing.rounds, program.dep_reg, program.out_reg, program.sync_slot, program.cost_row, tier))
+    rounds, dep_reg, out_reg, sync_slot, cost_row, tier = flat
     pool, count, largest, too_many, work, need = _waves(
-        _flat(lane, lane.size), dep_reg, program.zero_reg, out_reg, program.trash_reg, sync_slot, program.trash_sync,
-        cost_row, _flat(held, held.shape), tier, ready_base + n_ready, reg_base, res_base, ready_base,
-        routing.mode.blocks_sender,
+        active, rounds, routing.n_rounds, int(np.count_nonzero(active)), dep_reg, program.zero_reg, out_reg,
+        program.trash_reg, sync_slot, program.trash_sync, cost_row, _flat(held, held.shape), tier, ready_base + n_ready,
+        reg_base, res_base, ready_base, routing.mode.blocks_sender,
         np.concatenate([rows, np.stack([wire, msg], axis=1).reshape(-1, rows.shape[1])]).astype(np.float64),  # wire, msg per tier
         int(wire.shape[0]), int(cap), float(same), int(budget),
     )
