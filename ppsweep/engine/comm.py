@@ -246,8 +246,9 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
                         dtype=np.int64).reshape(program.n_links, k)
     sending = np.flatnonzero(program.link != program.trash_link)  # lanes wave·p + worker that send
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
-    hops = per_link[program.link.reshape(-1)[sending]]  # each sending lane's resources
-    lanes.reshape(program.link.size, k)[sending] = hops
+    hops = np.take(per_link, program.link.reshape(-1)[sending], axis=0)  # each sending lane's resources
+    for j in range(k):  # a column at a time (whole rows by a list of lanes are several times slower)
+        lanes.reshape(program.link.size, k)[:, j][sending] = hops[:, j]
     rounds = np.zeros(program.link.shape, dtype=np.int64)
     if rule.sends_in_table_order and sending.size:
         rounds.reshape(-1)[sending] = _port_rounds(program, sending, hops)

@@ -144,14 +144,15 @@ def activation_profile_fast(table: ScheduleTable, stage_weights: np.ndarray | No
     if ops is None:
         return None
     weights = np.ones(table.n_stages) if stage_weights is None else np.asarray(stage_weights, float)
-    delta = np.zeros((table.p, table.length + 1))
-    # At most one operation starts and one ends at a cell, so the additions below meet at most
-    # two terms per cell, whose sum does not depend on their order: the reference's floats.
-    # A pair stores its forward half's activation and frees its backward half's.
+    width = table.length + 1
+    # At most one operation starts and one ends at a cell, so each cell's change is 0 + stored -
+    # freed, at most: the reference's floats (bincount adds a cell's terms in order from 0, and
+    # x + (-y) is x - y). A pair stores its forward half's activation and frees its backward half's.
     pairs = ops.kind == Kind.FB
     stores = (ops.kind == Kind.F) | pairs
     frees = (ops.kind == Kind.B) | (ops.kind == Kind.W) | pairs  # ppsweep.tables.ops.frees_activation
     freed_stage = np.where(pairs, ops.stage2, ops.stage) if ops.has_pairs else ops.stage
-    np.add.at(delta, (ops.worker[stores], ops.start[stores]), weights[ops.stage[stores]])
-    np.subtract.at(delta, (ops.worker[frees], ops.end[frees]), weights[freed_stage[frees]])
+    cells = np.concatenate([ops.worker[stores] * width + ops.start[stores], ops.worker[frees] * width + ops.end[frees]])
+    change = np.concatenate([weights[ops.stage[stores]], -weights[freed_stage[frees]]])
+    delta = np.bincount(cells, weights=change, minlength=table.p * width).reshape(table.p, width)
     return np.cumsum(delta, axis=1)[:, : table.length]
