@@ -122,7 +122,8 @@ def _write(path: Path, table: ScheduleTable) -> None:
         "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
         "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
-    meta["digest"] = table_digest(table)  # the engine caches' key of this table (ppsweep.tables.digest)
     ops = table_ops(table)
     arrays |= {_OP + f.name: getattr(ops, f.name) for f in dataclasses.fields(ops) if getattr(ops, f.name) is not None}
-    disk_cache.write_entry(path, meta, {key: disk_cache.narrow(a) for key, a in arrays.items()})
+    stored = {key: disk_cache.narrow(a) for key, a in arrays.items()}
+    meta["digest"] = table_digest(table, narrowed=stored)  # the engine caches' key of this table (ppsweep.tables.digest)
+    disk_cache.write_entry(path, meta, stored)

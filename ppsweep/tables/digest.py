@@ -16,14 +16,19 @@ from typing import Any
 
 import numpy as np
 
+from ppsweep import disk_cache
 from ppsweep.tables.table import ScheduleTable
 
 
-def table_digest(table: ScheduleTable) -> str:
-    """Hash of a table's content: every field, arrays by dtype, shape and bytes.
+def table_digest(table: ScheduleTable, narrowed: dict[str, np.ndarray] | None = None) -> str:
+    """Hash of a table's content: every field, arrays by their values in the smallest integer type
+    that holds them (:func:`ppsweep.disk_cache.narrow`: a quarter of the bytes to hash, and the
+    table cache writes them so), their dtype and shape.
 
     Args:
       table: the table.
+      narrowed: the table's arrays already narrowed, by field name, where the caller has them (the
+        table cache's writer); the others are narrowed here.
 
     Returns:
       32 hexadecimal digits.
@@ -36,8 +41,10 @@ def table_digest(table: ScheduleTable) -> str:
         value = getattr(table, field.name)
         digest.update(field.name.encode())
         if isinstance(value, np.ndarray):
-            digest.update(f"{value.dtype.str}{value.shape}".encode())
-            digest.update(np.ascontiguousarray(value).tobytes())
+            small = narrowed.get(field.name) if narrowed else None
+            small = disk_cache.narrow(value) if small is None else small
+            digest.update(f"{small.dtype.str}{small.shape}".encode())
+            digest.update(np.ascontiguousarray(small).tobytes())
         else:
             digest.update(json.dumps(_canonical(value), sort_keys=True, default=repr).encode())
     _DIGESTS[table] = digest.hexdigest()[:32]
