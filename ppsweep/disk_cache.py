@@ -114,14 +114,15 @@ def key_name(parts: Any) -> str:
 DIGEST = "content_digest"
 
 
-def content_digest(name: str, header: dict[str, Any], payload: bytes) -> str:
+def content_digest(name: str, header: dict[str, Any], *payload: bytes) -> str:
     """Digest of a cache file's content bound to its key: the file name, the header (metadata and
-    every array's name, type, shape and stored size) and the stored bytes. :func:`read_entry`
-    recomputes it, so a file edited so that it still loads, or one key's file copied over
-    another's, is rebuilt and never used."""
+    every array's name, type, shape and stored size) and the stored bytes (``payload``: in one
+    piece or in the arrays' pieces, the same digest). :func:`read_entry` recomputes it, so a file
+    edited so that it still loads, or one key's file copied over another's, is rebuilt and never used."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(name.encode() + b"\0" + json.dumps(header, sort_keys=True).encode() + b"\0")
-    digest.update(payload)
+    for piece in payload:
+        digest.update(piece)
     return digest.hexdigest()
 
 
@@ -202,6 +203,10 @@ def read_entry(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Non
     return header["meta"], arrays
 
 
+#: Directories :func:`write_entry` has made (or found) in this process: one ``mkdir`` each, not one a file.
+_MADE: set[Path] = set()
+
+
 def write_entry(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON) and ``arrays`` to ``path`` atomically: a temporary file in the same
     directory, then a rename. A disk that refuses (read-only, full) is ignored: a cache is an
@@ -214,9 +219,11 @@ def write_entry(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray])
     """
     specs, blobs = _encoded(arrays)
     header = {"meta": json.loads(json.dumps(meta)), "arrays": specs}  # as read back (tuples as lists, keys as strings)
-    data = _joined({**header, DIGEST: content_digest(path.name, header, b"".join(blobs))}, blobs)
+    data = _joined({**header, DIGEST: content_digest(path.name, header, *blobs)}, blobs)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in _MADE:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _MADE.add(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -226,7 +233,7 @@ def write_entry(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray])
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError:
-        pass
+        _MADE.discard(path.parent)  # removed meanwhile, perhaps: made again at the next write
 
 
 def narrow(a: np.ndarray) -> np.ndarray:
