@@ -5,7 +5,7 @@ communication mode, the feature directions (weights and which features are commu
 cap, and the code that compiles a table and builds its envelope. :func:`cached_envelope` keeps
 each built envelope -- or the verdict that the table needs more vectors than the cap, so the
 engine's fallback to the scan is decided without building again -- in one file named by a hash
-of all of that: the table's content (every field, arrays by their bytes, not its name alone),
+of all of that: the table's content (every field, arrays by their values, not its name alone),
 the mode, the weights' and flags' bytes, the cap, the tier of each link and synchronisation
 (:meth:`ppsweep.engine.tiers.Tiers.key`; the placement of workers on nodes) and the source of every module that takes part
 (:func:`code_version`). A change to any of them reads no old file. A table's compiled

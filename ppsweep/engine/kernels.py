@@ -10,9 +10,10 @@ every evaluator shares: an evaluator that needs a kernel another is compiling wa
 loads it from numba's cache. Where numba's cache already holds them, each costs a few milliseconds.
 
 The small kernels of building a table, its program and its ``ports`` routing run as Python (the
-same function, uncompiled: :func:`ppsweep.small_inputs.compiled_unless_small`) on inputs of
-fewer than :data:`~ppsweep.small_inputs.SMALL_INPUT` items, so that the scan's and the envelope's warm-ups, on a tiny table, compile
-only their own kernel; the ``tables`` warm-up compiles the small ones once, on a larger table.
+same function, uncompiled: :func:`ppsweep.small_inputs.compiled_unless_small`) on inputs of fewer
+than :data:`~ppsweep.small_inputs.SMALL_INPUT` items, so that the scan's and the envelope's
+warm-ups, on a tiny table, compile only their own kernel; the ``tables`` warm-up compiles the small
+ones once, on a larger table.
 """
 
 from __future__ import annotations
