@@ -689,14 +689,8 @@ def native_steps(program: Program, routing: Routing, ordered: OrderedSteps | Non
         lane = ordered.lanes(p) if lane is None else lane
         held = np.take(routing.lane_resources.reshape(waves * p, per_lane), lane, axis=0)
     return NativeSteps(
-        wave_start=ordered.wave_start,
-        worker=ordered.worker,
-        row=ordered.row,
-        dep=ordered.dep,
-        out=ordered.out,
+        **ordered._asdict(),
         held=np.ascontiguousarray(held, dtype=np.int64),  # -1: no resource (route's)
-        slot=ordered.slot,
-        link=ordered.link,
         n_regs=program.n_regs,
         n_res=routing.n_resources,
         blocks_sender=routing.mode.blocks_sender,
