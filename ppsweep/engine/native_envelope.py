@@ -167,8 +167,9 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
     lanes ``wave·p + worker`` (``n_steps`` of them), each wave's by round (``rounds``, below
     ``n_rounds``) and then worker (:func:`ppsweep.engine.comm.scan_lanes`' order); a step reads the
     program's arrays at its lane (flat: ``dep_reg``, ``out_reg``, ``sync_slot``, ``cost_row``,
-    ``tier``, and ``held``'s rows) where it is taken, so a walk that stops early reads few. ``vecs``: the duration rows, then per tier the wire and the message time (the
-    last ``2·n_tiers`` rows); a step's message takes its ``tier``'s."""
+    ``tier``, and ``held``'s rows) where it is taken, so a walk that stops early reads few.
+    ``vecs``: the duration rows, then per tier the wire and the message time (the last
+    ``2·n_tiers`` rows); a step's message takes its ``tier``'s."""
     J = vecs.shape[1]
     p = reg_base
     k_held = held.shape[1]
@@ -282,8 +283,9 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       ``(free, reg, resources, ready, largest, too_many, work, need)``: the sets after the last wave, one
       ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, the
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
-      its pace, first: then the sets are empty lists), and the walk's work: the square of the rows entering
-      each join plus the rows of each operation's end, a deterministic count that follows its time;
+      its pace, first; where not 0 the walk stopped and the sets are empty lists), and the walk's
+      work: the square of the rows entering each join plus the rows of each operation's end, a
+      deterministic count that follows its time;
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
