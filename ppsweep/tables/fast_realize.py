@@ -250,9 +250,16 @@ def array_path_handles(table: ScheduleTable) -> bool:
     :func:`ppsweep.engine.fast_program.compile_program_fast`): its cells read as operations
     (:func:`table_ops`) of kinds F, B, I, W (F&B with its halves), each half in range. Every array
     path asks this one question; the tables it refuses go to the references."""
-    ops = table_ops(table)
-    return ops is not None and len(ops) > 0 and well_formed(ops.kind, ops.micro, ops.stage, table.m, table.n_stages,
-                                                             ops.micro2, ops.stage2)
+    known = _HANDLED.get(table)
+    if known is None:
+        ops = table_ops(table)
+        known = _HANDLED[table] = ops is not None and len(ops) > 0 and well_formed(
+            ops.kind, ops.micro, ops.stage, table.m, table.n_stages, ops.micro2, ops.stage2)
+    return known
+
+
+#: :func:`array_path_handles` of tables already asked (each array path asks it), as long as the table lives.
+_HANDLED: "weakref.WeakKeyDictionary[ScheduleTable, bool]" = weakref.WeakKeyDictionary()
 
 
 def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> ScheduleTable:
