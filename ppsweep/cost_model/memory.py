@@ -113,12 +113,15 @@ def pending_profile(table: ScheduleTable, pending: np.ndarray) -> np.ndarray:
     """
     from ppsweep.tables.fast_realize import table_ops
 
-    delta = np.zeros((table.p, table.length + 1))
+    width = table.length + 1
+    delta = np.zeros((table.p, width))
     ops = table_ops(table)
-    if ops is not None:  # array code: at most one I starts and one W ends at a cell, so the sums are the loop's
+    if ops is not None:  # array code: at most one I starts and one W ends at a cell, so each cell's
+        # sum is 0 + held - released, the loop's floats (bincount adds a cell's terms in order, and x + (-y) is x - y)
         i_ops, w_ops = ops.kind == Kind.I, ops.kind == Kind.W
-        np.add.at(delta, (ops.worker[i_ops], ops.start[i_ops]), pending[ops.stage[i_ops]])
-        np.subtract.at(delta, (ops.worker[w_ops], ops.end[w_ops]), pending[ops.stage[w_ops]])
+        cells = np.concatenate([ops.worker[i_ops] * width + ops.start[i_ops], ops.worker[w_ops] * width + ops.end[w_ops]])
+        change = np.concatenate([pending[ops.stage[i_ops]], -pending[ops.stage[w_ops]]])
+        delta = np.bincount(cells, weights=change, minlength=table.p * width).reshape(table.p, width)
     else:  # operation by operation (the reference)
         for placed in table.placed_ops():
             if placed.op.kind == Kind.I:
