@@ -18,7 +18,7 @@ import ppsweep.tables.fast_realize as fast_realize
 import ppsweep.tables.table as table_mod
 from ppsweep import SCHEDULES
 from ppsweep.tables.build import resolve_options, why_unsupported
-from ppsweep.engine.fast_program import _allocate_registers, compile_program_fast
+from ppsweep.engine.fast_program import _allocate_registers, _messages, compile_program_fast
 from ppsweep.tables.fast_realize import realize_fast, table_ops, validate_fast
 from ppsweep.tables.ops import Kind, Op, dependencies, expected_ops
 from ppsweep.engine.program import compile_program
@@ -233,6 +233,37 @@ def test_register_allocation_is_first_fit():
     assert register.tolist() == [0, 1, 0, 0] and n_regs == 2
     register, n_regs = _allocate_registers(np.array([0, 0, 1, 1]), np.array([4, 4, 2, 2]))
     assert register.tolist() == [0, 1, 2, 3] and n_regs == 4
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_messages_refuse_what_the_reference_decides(compiled):
+    """``_messages`` (compiled, and as Python on small inputs) reads each operation's remote inputs and
+    sends its outputs in the reference's order, and leaves to the reference the tables it refuses."""
+    messages = _messages if compiled else _messages.py_func
+
+    def run(halves, worker, start=None, pairs=None):
+        n = len(worker)
+        halves = np.array(halves, dtype=np.int64).reshape(-1, n)
+        start = np.arange(n, dtype=np.int64) if start is None else np.array(start, dtype=np.int64)
+        pairs = np.zeros(n, dtype=bool) if pairs is None else np.array(pairs, dtype=bool)
+        reads, out, destination = np.empty((2, n), np.int64), np.empty((n, 2), np.int64), np.empty(2 * n, np.int64)
+        ok = messages(halves, np.array(worker, dtype=np.int64), start, pairs, reads, out, destination)
+        return ok, reads, out, destination
+
+    # A chain over three workers: op 1 reads op 0's output, op 2 reads op 1's.
+    ok, reads, out, destination = run([[-1, 0, 2], [-1, -1, -1]], [0, 1, 2])
+    assert ok and reads[0].tolist() == [-1, 0, 2] and out[:, 0].tolist() == [0, 2, -1]
+    assert destination.tolist() == [1, -1, 2, -1, -1, -1]
+    assert not run([[-1, -1, 0], [-1, -1, 2]], [0, 1, 2])[0]  # two remote inputs to op 2
+    assert not run([[-1, 0, 0], [-1, -1, -1]], [0, 1, 2])[0]  # op 0's output read on workers 1 and 2
+    assert run([[-1, 0, 0], [-1, -1, -1]], [0, 1, 1])[0]  # both readers on worker 1: one message
+    assert not run([[-1, 1], [-1, -1]], [0, 1])[0]  # a non-pair's backward half (message 1) sent
+    # A pair (op 1 on worker 1) reads op 0's output in both halves: the reference decides.
+    assert not run([[-1, 0], [-1, -1], [-1, 0], [-1, -1]], [0, 1], pairs=[False, True])[0]
+    # A pair (op 0) whose halves both send to worker 1: the output read first goes first.
+    ok, _, out, _ = run([[-1, -1, 1], [-1, 0, -1], [-1, -1, -1], [-1, -1, -1]], [0, 1, 1], start=[0, 3, 2],
+                        pairs=[True, False, False])
+    assert ok and out[0].tolist() == [1, 0]
 
 
 def random_weights(program, rng: np.random.Generator, n_features: int) -> tuple[np.ndarray, np.ndarray]:

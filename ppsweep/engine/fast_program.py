@@ -70,48 +70,12 @@ def _steps(ops: OpArrays, halves: np.ndarray, n_stages: int, p: int) -> tuple[St
     """
     n = len(ops)
     pairs = ops.kind == Kind.FB
-    producer = np.where(halves >= 0, halves // 2, 0)
-    remote = (halves >= 0) & (ops.worker[producer] != ops.worker[None, :])
-    forward_rows = remote[:2]  # an operation's own inputs (a pair: its forward half's)
-    backward_rows = remote[2:] if halves.shape[0] > 2 else np.zeros((0, n), dtype=bool)
-    if (forward_rows.sum(axis=0) > 1).any() or (backward_rows.sum(axis=0) > 1).any():
-        return None  # two remote inputs: the reference says which (pairs: one per half is allowed)
-    if backward_rows.any() and (~pairs[backward_rows.any(axis=0)]).any():
-        return None
-    first_input = np.where(forward_rows.any(axis=0), np.where(remote[0], halves[0], halves[1]), -1)
-    second_input = -np.ones(n, dtype=np.int64)
-    if halves.shape[0] > 2:
-        second_input = np.where(remote[2], halves[2], np.where(remote[3], halves[3], -1))
-        if ((second_input >= 0) & (second_input == np.where(pairs, halves[0], -1))).any():
-            return None  # a backward half reading what the forward half reads: the reference's filter decides
-    if (~pairs & (second_input >= 0)).any():
-        return None
-    # Non-pair operations read their one remote input in their only step; pairs read the forward
-    # half's in sub-wave 0 and the backward half's in sub-wave 1.
-    reads = np.stack([first_input, np.where(pairs, second_input, -1)])
-
-    # Destination of each message (the worker of its remote readers: one, else the reference refuses it).
-    code = reads.ravel()
-    readers = np.tile(np.arange(n), 2)[code >= 0]
-    code = code[code >= 0]
-    destination = np.full(2 * n, -1, dtype=np.int64)
-    destination[code] = ops.worker[readers]
-    if (destination[code] != ops.worker[readers]).any():
-        return None
-    # The first reader of each message in the reference's order decides the order of a pair's outputs.
-    first_reader = np.full(2 * n, n, dtype=np.int64)
-    np.minimum.at(first_reader, code, readers)
-
-    # Each operation's outputs in send order: (destination worker, first reader's start).
-    sent = destination.reshape(n, 2) >= 0
-    out = np.where(sent, np.arange(2 * n).reshape(n, 2), -1)
-    reader_start = np.where(sent, ops.start[np.minimum(first_reader, n - 1)].reshape(n, 2), 0)
-    swap = sent.all(axis=1) & _later(destination.reshape(n, 2), reader_start)
-    out = np.where(swap[:, None], out[:, ::-1], out)
-    only_second = ~sent[:, 0] & sent[:, 1]
-    out[only_second] = out[only_second, ::-1]  # a single output goes first
-    if (~pairs & sent[:, 1]).any():
-        return None
+    halves = np.ascontiguousarray(halves, dtype=np.int64)
+    reads = np.empty((2, n), dtype=np.int64)  # the remote input of each operation (a pair: of each half)
+    out = np.empty((n, 2), dtype=np.int64)  # each operation's outputs in send order
+    destination = np.empty(2 * n, dtype=np.int64)  # the worker that reads each message (-1: none)
+    if not compiled_unless_small(_messages, n)(halves, ops.worker, ops.start, pairs, reads, out, destination):
+        return None  # what the reference refuses (two remote inputs, an output to two workers) or reads otherwise
 
     # The steps: one per operation, four per pair (sub-waves 0-3 of its start slot).
     single_row = _ROW_OF_KIND[ops.kind] * n_stages + ops.stage
@@ -122,32 +86,107 @@ def _steps(ops: OpArrays, halves: np.ndarray, n_stages: int, p: int) -> tuple[St
     else:  # one step per operation, already in the engine's order: by start slot, then worker
         worker, start, end, sub = ops.worker, ops.start, ops.end, np.zeros(n, dtype=np.int64)
         row, step_read, step_send, step_free = single_row, reads[0], out[:, 0], frees_single
-    key = start * 4 + sub
-    wave = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])])
-
-    # Links: numbered in the order the senders first use them, then the synchronisation rings'.
-    senders = np.flatnonzero(step_send >= 0)
-    pair_code = worker[senders] * p + destination[step_send[senders]]
-    first_use = np.full(p * p, len(senders), dtype=np.int64)
-    np.minimum.at(first_use, pair_code, np.arange(len(senders)))
-    used = np.flatnonzero(first_use < len(senders))
-    used = used[np.argsort(first_use[used])]  # (src, dst) codes in link order
-    link_of_pair = np.full(p * p, -1, dtype=np.int64)
-    link_of_pair[used] = np.arange(len(used))
-    links = {(c // p, c % p): i for i, c in enumerate(used.tolist())}
+    step_read, step_send = np.ascontiguousarray(step_read), np.ascontiguousarray(step_send)
+    wave, link = np.empty(len(worker), dtype=np.int64), np.empty(len(worker), dtype=np.int64)
+    pair_of_link, dies = np.empty(p * p, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
+    n_links = compiled_unless_small(_waves_and_links, len(worker))(
+        np.ascontiguousarray(worker), start * 4 + sub, step_read, step_send, destination, p, wave, link, pair_of_link, dies)
+    links = {(c // p, c % p): i for i, c in enumerate(pair_of_link[:n_links].tolist())}
 
     # Registers: first-fit interval colouring, senders in wave order.
-    readers_steps = np.flatnonzero(step_read >= 0)
-    dies = np.full(2 * n, -1, dtype=np.int64)
-    np.maximum.at(dies, step_read[readers_steps], wave[readers_steps])
+    senders = np.flatnonzero(step_send >= 0)
     register, n_regs = _allocate_registers(wave[senders], dies[step_send[senders]])
     register_of = np.full(2 * n + 1, -1, dtype=np.int64)  # register_of[-1] = -1: no message
     register_of[step_send[senders]] = register
-    link = np.full(len(worker), -1, dtype=np.int64)
-    link[senders] = link_of_pair[pair_code]
     steps = StepArrays(wave=wave, worker=worker, row=row, end=end, reads=register_of[step_read],
                        sends=register_of[step_send], link=link, frees=step_free)
     return steps, n_regs, links
+
+
+@numba.njit(cache=True, nogil=True)
+def _messages(halves, worker, start, pairs, reads, out, destination):
+    """Each operation's remote inputs and outputs, or False where the reference must decide.
+
+    Args:
+      halves: ``(2, n)`` or, with pairs, ``(4, n)``: the half each input reads (``2·i + h``), -1: none;
+        rows 0-1 an operation's own inputs (a pair: its forward half's), rows 2-3 a pair's backward half's.
+      worker, start: ``(n,)`` each operation's worker and first slot; pairs: ``(n,)`` whether it is an F&B.
+      reads: ``(2, n)`` receives the message each operation reads (row 1: a pair's backward half's), -1: none.
+      out: ``(n, 2)`` receives each operation's messages in send order (-1: none): by destination
+        worker, then by the start of their first reader (a single output first).
+      destination: ``(2n,)`` receives the worker that reads each message, -1 where none does.
+
+    Returns False for two remote inputs to one operation (a pair: to one of its halves), a remote
+    input to a non-pair's backward half, a pair's backward half reading what its forward half
+    reads, an output read on two workers, or a non-pair sending its second output.
+    """
+    n = worker.shape[0]
+    rows = halves.shape[0]
+    for i in range(n):
+        for half in range(2):  # rows 0-1, then (pairs) rows 2-3
+            found = -1
+            if 2 * half < rows:
+                for r in range(2 * half, 2 * half + 2):
+                    h = halves[r, i]
+                    if h >= 0 and worker[h >> 1] != worker[i]:
+                        if found >= 0:
+                            return False  # two remote inputs: the reference says which
+                        found = h
+            reads[half, i] = found
+        if reads[1, i] >= 0 and (not pairs[i] or reads[1, i] == halves[0, i]):
+            return False  # the reference's filter decides
+    for c in range(2 * n):
+        destination[c] = -1
+    first_reader = np.full(2 * n, n, dtype=np.int64)
+    for half in range(2):
+        for i in range(n):
+            c = reads[half, i]
+            if c >= 0:
+                if destination[c] >= 0 and destination[c] != worker[i]:
+                    return False  # an output read on two workers
+                destination[c] = worker[i]
+                first_reader[c] = min(first_reader[c], i)
+    for i in range(n):
+        d0, d1 = destination[2 * i], destination[2 * i + 1]
+        if d1 >= 0 and not pairs[i]:
+            return False
+        out[i, 0] = 2 * i if d0 >= 0 else -1
+        out[i, 1] = 2 * i + 1 if d1 >= 0 else -1
+        if d0 >= 0 and d1 >= 0:
+            s0, s1 = start[first_reader[2 * i]], start[first_reader[2 * i + 1]]
+            if d1 < d0 or (d1 == d0 and s1 < s0):
+                out[i, 0], out[i, 1] = 2 * i + 1, 2 * i
+        elif d1 >= 0:  # a single output goes first
+            out[i, 0], out[i, 1] = 2 * i + 1, -1
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _waves_and_links(worker, key, step_read, step_send, destination, p, wave, link, pair_of_link, dies):
+    """Each step's wave (a new one where ``key``, its start slot and sub-wave, changes), the link its
+    message takes (numbered in the order the senders first use them; -1: it sends none) and the last
+    wave reading each message (``dies``, -1: none); fills ``pair_of_link`` with each link's
+    ``src·p + dst`` and returns the number of links."""
+    for c in range(dies.shape[0]):
+        dies[c] = -1
+    link_of_pair = np.full(p * p, -1, dtype=np.int64)
+    n_links = 0
+    w = 0
+    for s in range(worker.shape[0]):
+        if s > 0 and key[s] != key[s - 1]:
+            w += 1
+        wave[s] = w
+        if step_read[s] >= 0:
+            dies[step_read[s]] = max(dies[step_read[s]], w)
+        link[s] = -1
+        if step_send[s] >= 0:
+            code = worker[s] * p + destination[step_send[s]]
+            if link_of_pair[code] < 0:
+                link_of_pair[code] = n_links
+                pair_of_link[n_links] = code
+                n_links += 1
+            link[s] = link_of_pair[code]
+    return n_links
 
 
 def _pair_steps(ops: OpArrays, pairs: np.ndarray, reads: np.ndarray, out: np.ndarray, single_row: np.ndarray,
@@ -173,12 +212,6 @@ def _pair_steps(ops: OpArrays, pairs: np.ndarray, reads: np.ndarray, out: np.nda
     worker, start, end = ops.worker[op_of], ops.start[op_of], ops.end[op_of]
     order = lex_order(worker, sub, start)  # by (start slot, sub-wave), then worker
     return tuple(a[order] for a in (worker, start, end, sub, take(rows), take(step_reads), take(step_sends), take(step_frees)))
-
-
-def _later(destination: np.ndarray, reader_start: np.ndarray) -> np.ndarray:
-    """Whether a pair's second output goes before its first: by destination worker, then its first reader's start."""
-    d0, d1 = destination[:, 0], destination[:, 1]
-    return (d1 < d0) | ((d1 == d0) & (reader_start[:, 1] < reader_start[:, 0]))
 
 
 def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray, int]:
