@@ -1,8 +1,9 @@
 """Small numba kernels run as Python on small inputs.
 
-Building a table, compiling its program and routing it in ``ports`` each have a small compiled loop
-(:func:`ppsweep.tables.fast_realize._column_starts`, :func:`ppsweep.engine.fast_program._first_fit`,
-:func:`ppsweep.engine.port_rounds._walk`). Compiling one takes a second or two, so a run's evaluators
+Building a table, compiling its program and routing it in ``ports`` each have small compiled loops
+(:func:`ppsweep.tables.fast_realize._column_starts` and ``_input_halves``,
+:func:`ppsweep.engine.fast_program._messages`, ``_waves_and_links`` and ``_first_fit``,
+:func:`ppsweep.engine.port_rounds._walk`). Compiling one takes up to a second or two, so a run's evaluators
 compile them once, in the ``tables`` warm-up (:mod:`ppsweep.engine.kernels`); the scan's and the
 envelope's warm-ups, on a tiny table, then run them as the Python function numba compiles: the same
 code on the same integers, microseconds on a few dozen items.

@@ -48,14 +48,6 @@ def kind_slots(kind: np.ndarray, f_slots: int, b_slots: int) -> np.ndarray:
     return per_kind[kind]
 
 
-def op_index(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int) -> np.ndarray:
-    """A dense id of each operation, ``(kind - 1, micro, stage)`` in row-major order.
-
-    Valid only for kinds in :data:`FAST_KINDS`, ``micro`` in ``[0, m)`` and ``stage`` in ``[0, S)``.
-    """
-    return ((kind - 1) * m + micro) * n_stages + stage
-
-
 def split_grid(split_backward: SplitBackward, m: int, n_stages: int) -> np.ndarray:
     """``(m, S)`` True where the backward of ``(micro, stage)`` is split into I and W."""
     if isinstance(split_backward, (bool, np.bool_)):
@@ -67,29 +59,59 @@ def split_grid(split_backward: SplitBackward, m: int, n_stages: int) -> np.ndarr
     return grid
 
 
-def dependency_ids(
-    kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int, split_backward: SplitBackward
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ids (:func:`op_index`) of the two inputs of each operation, -1 where there is none.
+@numba.njit(cache=True, nogil=True)
+def _input_halves(kind, micro, stage, micro2, stage2, m, n_stages, grad, halves):
+    """:func:`input_halves`' loop: fills ``halves`` (``(2, n)``, or ``(4, n)`` with pairs: each half's
+    two inputs) and returns False where a half is listed twice or an input is not among them.
 
-    The same rules, and the same order, as :func:`ppsweep.tables.ops.dependencies`: the upstream input
-    first, then (for B and I below the last stage) the same-stage forward. The input gradient of
-    ``(micro, stage)`` comes from the I of ``(micro, stage + 1)`` where that backward is split, else its B.
-    """
-    f_id = micro * n_stages + stage  # F(j, s); op_index is linear in kind and stage
+    A half's inputs follow :func:`ppsweep.tables.ops.dependencies` (ids ``((kind - 1)·m + micro)·S + stage``): the upstream
+    input first, F(j, s-1) for F, the input gradient (j, s+1) for B and I below the last stage,
+    I(j, s) for W; then F(j, s) for B and I below the last stage (F(j, S-1) first for those of the
+    last). ``grad[j, s]``: the kind that produces the input gradient of ``(j, s)`` (I where the
+    backward of ``(j, s+1)`` is split, else B). Pairs (``micro2 >= 0``'s rows, with four rows): the
+    forward half is F(micro, stage), the backward half B(micro2, stage2)."""
+    n = kind.shape[0]
+    n_parts = halves.shape[0] // 2
     block = m * n_stages  # ids of one kind
-    if isinstance(split_backward, (bool, np.bool_)):
-        grad = int(Kind.I if split_backward else Kind.B)
-    else:  # per microbatch and stage: the kind of the backward above
-        above = split_grid(split_backward, m, n_stages)[micro, np.minimum(stage + 1, n_stages - 1)]
-        grad = np.where(above, int(Kind.I), int(Kind.B))
-    is_bwd = (kind == Kind.B) | (kind == Kind.I)
-    bwd_mid = is_bwd & (stage < n_stages - 1)
-    first = np.where((kind == Kind.F) & (stage > 0), f_id - 1, -1)  # F(j, s-1)
-    first = np.where(is_bwd, np.where(bwd_mid, (grad - 1) * block + f_id + 1, f_id), first)  # grad(j, s+1); F(j, S-1)
-    first = np.where(kind == Kind.W, (int(Kind.I) - 1) * block + f_id, first)  # I(j, s)
-    second = np.where(bwd_mid, f_id, -1)  # F(j, s)
-    return first, second
+    position = np.full(4 * block + 1, -1, dtype=np.int64)  # id -> half; the last entry: no input
+    for h in range(n_parts):
+        for i in range(n):
+            paired = kind[i] == 5  # Kind.FB
+            if h == 1 and not paired:
+                continue
+            k = 1 if paired else kind[i]  # a pair's forward half is an F, its backward half a B
+            j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
+            if h == 1:
+                k = 2
+            at = ((k - 1) * m + j) * n_stages + s
+            if position[at] >= 0:
+                return False  # a half listed twice
+            position[at] = 2 * i + h
+    for h in range(n_parts):
+        for i in range(n):
+            paired = kind[i] == 5
+            first = second = -1
+            if h == 0 or paired:
+                k = 2 if h == 1 else (1 if paired else kind[i])
+                j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
+                f_id = j * n_stages + s  # F(j, s)
+                if k == 1:  # F: the forward below
+                    if s > 0:
+                        first = f_id - 1
+                elif k == 2 or k == 3:  # B, I: the gradient from above (F(j, S-1) at the last stage), then F(j, s)
+                    if s < n_stages - 1:
+                        first = (grad[j, s] - 1) * block + f_id + 1
+                        second = f_id
+                    else:
+                        first = f_id
+                else:  # W: its I
+                    first = 2 * block + f_id
+            for r, dep in ((0, first), (1, second)):
+                got = position[dep]  # dep -1 reads the last entry: -1
+                if dep >= 0 and got < 0:
+                    return False  # an input not among the operations
+                halves[2 * h + r, i] = got
+    return True
 
 
 def half_arrays(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, micro2: np.ndarray | None,
@@ -117,7 +139,7 @@ def input_positions(
       micro2, stage2: the backward halves of pairs F&B (-1 elsewhere); None where there is none.
 
     Returns:
-      ``(2, n)`` index of each operation's inputs (:func:`dependency_ids` order), -1 where it has
+      ``(2, n)`` index of each operation's inputs (:func:`_input_halves`' order), -1 where it has
       none; with pairs ``(4, n)``: the forward half's two, then the backward half's
       (:func:`ppsweep.tables.ops.dependencies`' order). None where an operation is listed twice
       or an input is not among the operations.
@@ -132,23 +154,18 @@ def input_halves(
 ) -> np.ndarray | None:
     """:func:`input_positions` naming the half that produces each input: ``2·i`` the operation ``i``
     itself (a pair: its forward half), ``2·i + 1`` the backward half of the pair ``i``; -1: no input."""
-    halves = half_arrays(kind, micro, stage, micro2, stage2)
-    position = np.full(4 * m * n_stages + 1, -1, dtype=np.int64)  # id -> half; the last entry: no input
-    n_halves = 0
-    for h, (k, j, s, present) in enumerate(halves):
-        position[op_index(k[present], j[present], s[present], m, n_stages)] = 2 * np.flatnonzero(present) + h
-        n_halves += int(np.count_nonzero(present))
-    if np.count_nonzero(position >= 0) != n_halves:
+    pairs = micro2 is not None
+    if isinstance(split_backward, (bool, np.bool_)):  # the kind producing each input gradient
+        grad = np.full((m, n_stages), int(Kind.I if split_backward else Kind.B), dtype=np.int64)
+    else:  # per microbatch and stage: the kind of the backward above
+        above = split_grid(split_backward, m, n_stages)[:, np.minimum(np.arange(n_stages) + 1, n_stages - 1)]
+        grad = np.where(above, int(Kind.I), int(Kind.B))
+    halves = np.empty((4 if pairs else 2, len(kind)), dtype=np.int64)
+    no_pair = np.zeros(0, dtype=np.int64)
+    args = [np.ascontiguousarray(a, dtype=np.int64) for a in (kind, micro, stage, micro2 if pairs else no_pair, stage2 if pairs else no_pair)]
+    if not compiled_unless_small(_input_halves, len(kind))(*args, m, n_stages, grad, halves):
         return None
-    rows = []
-    for k, j, s, present in halves:
-        for ids in dependency_ids(k, j, s, m, n_stages, split_backward):
-            rows.append(np.where(present, ids, -1))
-    ids = np.stack(rows)
-    inputs = position[ids]  # ids of -1 read the last entry
-    if ((inputs < 0) & (ids >= 0)).any():
-        return None
-    return inputs
+    return halves
 
 
 def table_inputs(table: ScheduleTable, ops: OpArrays) -> np.ndarray | None:
@@ -221,7 +238,7 @@ def _read_order(order: ScheduleOrder) -> _Order:
 def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, n_stages: int,
                 micro2: np.ndarray | None = None, stage2: np.ndarray | None = None) -> bool:
     """Kinds F, B, I, W (and F&B where ``micro2`` is given), every half's micro and stage in range:
-    where :func:`op_index` is defined for every half.
+    where a half's id ``((kind - 1)·m + micro)·S + stage`` is defined (:func:`_input_halves`).
 
     Args:
       kind, micro, stage: int arrays of the operations.
