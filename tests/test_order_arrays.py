@@ -5,22 +5,23 @@
   descriptions (``worker_order``, ``worker_orders``) are the readable references they must equal. GPipe's array order
   is checked against its definition written out here.
 - ``OrderArrays`` behaves as the tuples of operations it stands for.
-- ``fast_realize`` places an order column by column where it can (``_Columns``) and wavefront by
-  wavefront otherwise; both must give the same start slots, and an order the column path declines
-  must still give the reference's table.
+- ``fast_realize`` places an order in one compiled pass (``_longest_paths``, compiled or as Python on
+  small orders): every registered schedule's start slots are the reference's, an order whose inputs
+  sit in later positions of their workers' orders too, and a deadlocked order places nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 import pytest
 
 from ppsweep import SCHEDULES
 from ppsweep.tables.build import resolve_options, why_unsupported
 from ppsweep.tables.fast_realize import (
-    _Columns,
+    _asap_starts,
+    _longest_paths,
     _order_arrays,
-    _wavefront_starts,
     input_positions,
     kind_slots,
     realize_fast,
@@ -135,45 +136,35 @@ def _asap_inputs(order: ScheduleOrder, f_slots: int, b_slots: int):
     return ops.lengths, np.where(inputs >= 0, inputs, len(ops.kind)), kind_slots(ops.kind, f_slots, b_slots)
 
 
-def _schedule_cases(columns: bool = True):
-    """Registered schedules at small (p, m): those whose operations have at most two inputs, which
-    the column path places (or, with ``columns=False``, those with pairs F&B: wavefront by wavefront)."""
-    cases = []
-    for name in sorted(SCHEDULES):
-        for p, m in [(2, 3), (4, 4), (4, 8), (6, 12)]:
-            if why_unsupported(name, p, m) is None:
-                order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
-                if (_asap_inputs(order, 1, 2)[1].shape[0] == 2) == columns:
-                    cases.append((name, p, m))
-    return cases
-
-
-def test_only_the_pair_schedules_go_wavefront_by_wavefront():
-    # a pair F&B reads the inputs of two halves (four rows of inputs): no column levels
-    assert {name for name, _, _ in _schedule_cases(columns=False)} == {"dualpipe", "dualpipev"}
+def _schedule_cases():
+    """Registered schedules at small (p, m), pairs F&B (four rows of inputs) included."""
+    return [(name, p, m) for name in sorted(SCHEDULES) for p, m in [(2, 3), (4, 4), (4, 8), (6, 12)]
+            if why_unsupported(name, p, m) is None]
 
 
 @pytest.mark.parametrize("name,p,m", _schedule_cases())
 @pytest.mark.parametrize("f_slots,b_slots", [(1, 2), (1, 1), (2, 3)])
-def test_column_and_wavefront_placements_agree(name, p, m, f_slots, b_slots):
+def test_placements_are_the_references(name, p, m, f_slots, b_slots):
     order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
     args = _asap_inputs(order, f_slots, b_slots)
-    columns = _Columns.of(*args)
-    assert columns is not None, f"{name}: every registered schedule's order has column levels"
-    assert np.array_equal(columns.starts(), _wavefront_starts(*args))
-
-
-@pytest.mark.parametrize("name,p,m", _schedule_cases(columns=False))
-@pytest.mark.parametrize("f_slots,b_slots", [(1, 2), (1, 1), (2, 3)])
-def test_wavefront_placement_of_pairs_is_the_reference(name, p, m, f_slots, b_slots):
-    order = get_schedule(name).build_order(p, m, **resolve_options(name, {}))
-    starts = _wavefront_starts(*_asap_inputs(order, f_slots, b_slots))
+    starts = _asap_starts(*args)
+    compiled = np.zeros_like(starts)
+    assert _longest_paths(*args, compiled) and np.array_equal(compiled, starts)  # compiled, whatever the size
     reference = realize(order, f_slots, b_slots)
     placed = sorted(reference.placed_ops(), key=lambda item: (item.worker, item.start))
     assert starts.tolist() == [item.start for item in placed]
 
 
-def test_an_order_without_column_levels_goes_wavefront_by_wavefront():
+def test_a_deadlocked_order_places_nothing():
+    order = get_schedule("1f1b").build_order(3, 3)
+    rows = list(order.orders)
+    rows[0] = tuple(reversed(rows[0]))  # worker 0 waits for a backward that its own later forward must precede
+    args = _asap_inputs(dataclasses.replace(order, orders=tuple(rows)), 1, 2)
+    assert _asap_starts(*args) is None
+    assert not _longest_paths(*args, np.zeros(len(args[2]), dtype=np.int64))
+
+
+def test_an_order_whose_inputs_sit_later_in_their_workers_orders_is_placed_as_the_reference_places_it():
     # Worker 0 holds stages 0 and 1, worker 1 stage 2: F(0, 2) sits in column 0 of worker 1, its
     # input F(0, 1) in column 1 of worker 0, a later column.
     p, m, stages = 2, 2, 3
@@ -183,8 +174,6 @@ def test_an_order_without_column_levels_goes_wavefront_by_wavefront():
     worker1 = tuple(op for j in range(m) for op in (Op(Kind.F, j, 2), Op(Kind.B, j, 2)))
     order = ScheduleOrder("two_stages_on_w0", p, m, stages, (worker0, worker1), **one_replica_layout(p, m, stages, [0, 0, 1]))
     for f_slots, b_slots in [(1, 2), (2, 3)]:
-        args = _asap_inputs(order, f_slots, b_slots)
-        assert _Columns.of(*args) is None
         fast, ref = realize_fast(order, f_slots, b_slots), realize(order, f_slots, b_slots)
         for field in ("kind", "micro", "stage", "replica"):
             assert np.array_equal(getattr(fast, field), getattr(ref, field)), field

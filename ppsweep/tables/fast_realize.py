@@ -312,197 +312,81 @@ def _asap_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarray) ->
     """First slot of every operation (index into the order), or None on a deadlock.
 
     An operation starts at ``max(its worker's previous operation's end, its inputs' ends)``: a
-    longest path through the order's dependency graph. Where every input sits in an earlier or
-    the same column of the orders (position in its worker's order) and the inputs within a
-    column form chains, :func:`_column_starts` places one column per vector step; other orders
-    go wavefront by wavefront (:func:`_wavefront_starts`).
+    longest path through the order's dependency graph, placed in one compiled pass
+    (:func:`_longest_paths`).
 
     Args:
       lengths: ``(p,)`` operations of each worker.
       dep_pos: ``(k, n)`` index of each input in the order, ``n`` where there is none (``k = 4``
-        with pairs F&B: those go wavefront by wavefront).
+        with pairs F&B).
       slots: ``(n,)`` length of each operation.
     """
-    columns = _Columns.of(lengths, dep_pos, slots) if dep_pos.shape[0] == 2 else None
-    if columns is not None:
-        return columns.starts()
-    return _wavefront_starts(lengths, dep_pos, slots)
-
-
-@dataclass(frozen=True)
-class _Columns:
-    """The orders as a ``(columns, p)`` grid, for :meth:`starts`.
-
-    Column ``k`` holds every worker's ``k``-th operation (padding, with no input and no length,
-    where a worker's order is shorter). Its inputs in earlier columns are known when it is
-    placed; an input in the same column (the fill and drain of a pipeline: ``F(j, s-1)`` right
-    before ``F(j, s)`` one worker on) links operations into chains, each placed by a max-plus
-    prefix scan along the chain. ``None`` from :meth:`of` where that does not hold (an input in a
-    later column, an operation with two inputs in its column, or one feeding two there).
-
-    Attributes:
-      n: operations in the order.
-      cell: ``(columns, p)`` index into the order (``n + 1``: padding).
-      first, second: ``(columns, p)`` the inputs in earlier columns (``n``: none).
-      length: ``(columns, p)`` slots of each cell's operation.
-      chained: columns holding a chain.
-      lanes, shift, segment: per chained column ``(len(chained), p)``: its lanes chain by chain
-        (each in chain order), the slots before each lane within its chain, the chain of each.
-    """
-
-    n: int
-    cell: np.ndarray
-    first: np.ndarray
-    second: np.ndarray
-    length: np.ndarray
-    chained: np.ndarray
-    lanes: np.ndarray
-    shift: np.ndarray
-    segment: np.ndarray
-
-    @classmethod
-    def of(cls, lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarray) -> "_Columns | None":
-        p, n = len(lengths), int(lengths.sum())
-        width = int(lengths.max())
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        column = np.arange(n) - np.repeat(offsets, lengths)
-        dep_column = np.concatenate([column, [-1]])[dep_pos]  # -1: no input
-        if (dep_column > column).any():
-            return None
-        in_column = dep_column == column
-        both = in_column[0] & in_column[1]
-        pred = np.where(in_column[0], dep_pos[0], np.where(in_column[1], dep_pos[1], -1))  # the input in its column
-        linked = pred >= 0
-        if both.any() or (np.bincount(pred[linked], minlength=n) > 1).any():
-            return None
-        # Chain head and depth of every linked operation, by pointer jumping (a chain visits each
-        # worker once, so log2(p) jumps reach every head).
-        members = np.flatnonzero(linked)
-        compact = np.full(n, -1, dtype=np.int64)
-        compact[members] = np.arange(len(members))
-        up = compact[pred[members]]  # the input's place among the linked ones, -1 where it is a head
-        head = np.where(up < 0, pred[members], -1)
-        depth = np.ones(len(members), dtype=np.int64)
-        for _ in range(p.bit_length() + 1):
-            if (up < 0).all():
-                break
-            jumping = up >= 0
-            depth = np.where(jumping, depth + depth[up], depth)
-            head = np.where(jumping, head[up], head)
-            up = np.where(jumping, up[up], up)
-        else:
-            return None  # a cycle within a column
-        head_of, depth_of = np.arange(n), np.zeros(n, dtype=np.int64)
-        head_of[members], depth_of[members] = head, depth
-        first = np.where(in_column[0], n, dep_pos[0])
-        second = np.where(in_column[1], n, dep_pos[1])
-        if (lengths == width).all():  # no padding: the grid is the order seen column-wise
-            cell = np.arange(n).reshape(p, width).T
-            first, second, length = (a.reshape(p, width).T for a in (first, second, slots))
-        else:
-            real = np.arange(width)[:, None] < lengths[None, :]
-            cell = np.where(real, offsets[None, :] + np.arange(width)[:, None], n + 1)
-            spare = np.array([n, n])  # the inputs of "no input" and of padding
-            first, second = np.concatenate([first, spare])[cell], np.concatenate([second, spare])[cell]
-            length = np.concatenate([slots, [0, 0]])[cell]
-        chained = np.unique(column[linked])
-        # In a chained column, sort the lanes by (their chain's head lane, depth): chains contiguous, in order.
-        worker = np.arange(p)[None, :]
-        sub = np.minimum(cell[chained], n)  # padding (n + 1) as n, keyed by its own lane below
-        head_lane = np.concatenate([np.repeat(np.arange(p), lengths)[head_of], [0]])[sub]
-        key = np.where(sub < n, head_lane * p + np.concatenate([depth_of, [0]])[sub], worker * p)
-        lanes = np.argsort(key, axis=1, kind="stable")
-        segment = np.take_along_axis(key, lanes, axis=1) // p
-        slots_in_order = np.take_along_axis(length[chained], lanes, axis=1)
-        before = np.cumsum(slots_in_order, axis=1) - slots_in_order  # slots before each lane in its column
-        starts_chain = np.concatenate([np.ones((len(chained), 1), dtype=bool), segment[:, 1:] != segment[:, :-1]], axis=1)
-        base = np.maximum.accumulate(np.where(starts_chain, before, 0), axis=1)
-        return cls(n, cell, first, second, length, chained, lanes, before - base, segment)
-
-    def starts(self) -> np.ndarray:
-        """The first slot of every operation, column by column (:func:`_column_starts`)."""
-        chain_of = np.full(self.cell.shape[0], -1, dtype=np.int64)
-        chain_of[self.chained] = np.arange(len(self.chained))
-        big = np.int64(1 << 40)  # keeps the chains apart in the prefix maximum
-        offset = self.segment.astype(np.int64) * big - self.shift
-        arrays = (self.cell, self.first, self.second, self.length, self.lanes, offset)
-        starts = compiled_unless_small(_column_starts, self.cell.size)
-        return starts(self.n, *(np.ascontiguousarray(a, dtype=np.int64) for a in arrays), chain_of)
+    start = np.zeros(len(slots), dtype=np.int64)
+    arrays = (np.ascontiguousarray(a, dtype=np.int64) for a in (lengths, dep_pos, slots))
+    placed = compiled_unless_small(_longest_paths, len(slots))(*arrays, start)
+    return start if placed else None
 
 
 @numba.njit(cache=True, nogil=True)
-def _column_starts(n, cell, first, second, length, lanes, offset, chain_of):
-    """:meth:`_Columns.starts`' loop, compiled: column by column, each lane starts at the latest of its
-    worker's free slot and its inputs' ends; in a chained column (``chain_of[k] >= 0``) ``x - offset``
-    is a running maximum along ``lanes`` (``offset``: the chain's ``segment · 2**40`` less the slots
-    before the lane, so chains do not mix). Returns the first slot of operations ``0 … n-1``."""
-    width, p = cell.shape
-    end = np.zeros(n + 2, dtype=np.int64)  # end[n] = 0: no input; end[n + 1]: the padding's
-    begin = np.empty((width, p), dtype=np.int64)
-    free = np.zeros(p, dtype=np.int64)
-    row = np.empty(p, dtype=np.int64)
-    for k in range(width):
-        for w in range(p):
-            row[w] = max(max(free[w], end[first[k, w]]), end[second[k, w]])
-        c = chain_of[k]
-        if c >= 0:
-            top = row[lanes[c, 0]] + offset[c, 0]
-            for j in range(p):
-                lane = lanes[c, j]
-                top = max(top, row[lane] + offset[c, j])
-                row[lane] = top - offset[c, j]
-        for w in range(p):
-            begin[k, w] = row[w]
-            free[w] = row[w] + length[k, w]
-            end[cell[k, w]] = free[w]
-    start = np.empty(n + 2, dtype=np.int64)
-    for k in range(width):
-        for w in range(p):
-            start[cell[k, w]] = begin[k, w]
-    return start[:n]
-
-
-def _wavefront_starts(lengths: np.ndarray, dep_pos: np.ndarray, slots: np.ndarray) -> np.ndarray | None:
-    """:func:`_asap_starts` for any order: each step looks at every worker's next operation and
-    places those whose inputs are all placed, at ``max(worker free, inputs' ends)``. An input not
-    placed yet has end ``-2**40`` (an operation with a negative input end must wait); a worker
-    that has run its whole order waits at an operation that never runs.
-    """
-    n = int(lengths.sum())
-    k = dep_pos.shape[0]  # inputs per operation
-    waiting, done = -(1 << 40), n + 1  # the end of an operation not placed; the operation that never runs
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    after = np.arange(1, n + 3)  # each operation's successor on its worker
-    after[offsets + lengths - 1] = done
-    after[n:] = done
-    # One row per operation (and the two sentinels): its inputs, its slots, its successor.
-    info = np.empty((n + 2, k + 2), dtype=np.int64)
-    info[:n, :k] = dep_pos.T
-    info[:n, k] = slots
-    info[n:, :k] = done  # "no input" (never read as an operation) and "done" (waits for itself)
-    info[n:, k] = 0
-    info[:, k + 1] = after
-    end = np.full(n + 2, waiting, dtype=np.int64)
-    end[n] = 0  # "no input": ready at time 0
-    start = np.zeros(n + 2, dtype=np.int64)
-    free = np.zeros(len(lengths), dtype=np.int64)
-    cursor = np.where(lengths > 0, offsets, done)
+def _longest_paths(lengths, dep_pos, slots, start):
+    """:func:`_asap_starts`' pass: operations are placed once everything before them is (their
+    worker's previous operation and their inputs: Kahn's order), each at the latest end among
+    those; ``start`` receives the slots. Returns False where some operations can never be placed
+    (the order deadlocks)."""
+    k, n = dep_pos.shape
+    waiting = np.zeros(n, dtype=np.int64)  # what each operation still waits for
+    first = np.zeros(n + 1, dtype=np.int64)  # operations reading each one's output: users[first[i]:first[i + 1]]
+    for r in range(k):
+        for i in range(n):
+            if dep_pos[r, i] < n:
+                first[dep_pos[r, i] + 1] += 1
+                waiting[i] += 1
+    for i in range(n):
+        first[i + 1] += first[i]
+    users = np.empty(first[n], dtype=np.int64)
+    filled = first[:n].copy()
+    for r in range(k):
+        for i in range(n):
+            d = dep_pos[r, i]
+            if d < n:
+                users[filled[d]] = i
+                filled[d] += 1
+    last = np.zeros(n, dtype=np.bool_)  # the last operation of its worker (no successor there)
+    at = 0
+    for w in range(lengths.shape[0]):
+        for i in range(at + 1, at + lengths[w]):
+            waiting[i] += 1  # its worker's previous operation
+        at += lengths[w]
+        if lengths[w] > 0:
+            last[at - 1] = True
+    ready = np.empty(n, dtype=np.int64)  # a stack of operations with nothing left to wait for
+    top = 0
+    for i in range(n):
+        start[i] = 0
+        if waiting[i] == 0:
+            ready[top] = i
+            top += 1
     placed = 0
-    while placed < n:
-        row = info[cursor]
-        inputs = end[row[:, :k]]
-        ready = inputs.min(axis=1) >= 0
-        begin = np.maximum(inputs.max(axis=1), free)
-        count = int(np.count_nonzero(ready))
-        if count == 0:
-            return None
-        finish = begin + row[:, k]
-        free = np.where(ready, finish, free)
-        end[cursor] = np.where(ready, finish, waiting)
-        start[cursor] = begin
-        cursor = np.where(ready, row[:, k + 1], cursor)
-        placed += count
-    return start[:n]
+    while top > 0:
+        top -= 1
+        i = ready[top]
+        placed += 1
+        end = start[i] + slots[i]
+        for u in range(first[i], first[i + 1]):
+            j = users[u]
+            start[j] = max(start[j], end)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready[top] = j
+                top += 1
+        if not last[i]:
+            j = i + 1
+            start[j] = max(start[j], end)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready[top] = j
+                top += 1
+    return placed == n
 
 
 def _table(order: ScheduleOrder, ops: _Order, start: np.ndarray, slots: np.ndarray, f_slots: int,
