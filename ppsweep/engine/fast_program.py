@@ -240,22 +240,20 @@ def _allocate_registers(born: np.ndarray, dies: np.ndarray) -> tuple[np.ndarray,
 @numba.njit(cache=True, nogil=True)
 def _first_fit(born: np.ndarray, dies: np.ndarray, register: np.ndarray) -> None:
     """:func:`_allocate_registers`' loop: each wave's messages, in order, take the lowest registers
-    free at the wave's start (registers not used yet count as free since wave -1)."""
-    free_after = np.full(64, -1, dtype=np.int64)
+    free at the wave's start (registers not used yet count as free since wave -1; there are at most
+    as many registers as messages)."""
+    n = born.shape[0]
+    free_after = np.full(n + 1, -1, dtype=np.int64)  # the last reading wave of each register's value
     lo = 0
-    while lo < born.shape[0]:
+    while lo < n:
         wave, hi = born[lo], lo
-        while hi < born.shape[0] and born[hi] == wave:
+        while hi < n and born[hi] == wave:
             hi += 1
-        k, r = lo, 0
-        while k < hi:
-            if r == free_after.shape[0]:  # too few free: twice as many registers
-                grown = np.full(2 * r, -1, dtype=np.int64)
-                grown[:r] = free_after
-                free_after = grown
-            if free_after[r] <= wave:
-                register[k] = r
-                k += 1
+        r = 0
+        for k in range(lo, hi):
+            while free_after[r] > wave:
+                r += 1
+            register[k] = r
             r += 1
         for k in range(lo, hi):
             free_after[register[k]] = dies[k]
