@@ -64,48 +64,46 @@ def _input_halves(kind, micro, stage, micro2, stage2, m, n_stages, grad, halves)
     """:func:`input_halves`' loop: fills ``halves`` (``(2, n)``, or ``(4, n)`` with pairs: each half's
     two inputs) and returns False where a half is listed twice or an input is not among them.
 
-    A half's inputs follow :func:`ppsweep.tables.ops.dependencies` (ids ``((kind - 1)·m + micro)·S + stage``): the upstream
-    input first, F(j, s-1) for F, the input gradient (j, s+1) for B and I below the last stage,
-    I(j, s) for W; then F(j, s) for B and I below the last stage (F(j, S-1) first for those of the
-    last). ``grad[j, s]``: the kind that produces the input gradient of ``(j, s)`` (I where the
-    backward of ``(j, s+1)`` is split, else B). Pairs (``micro2 >= 0``'s rows, with four rows): the
-    forward half is F(micro, stage), the backward half B(micro2, stage2)."""
+    Each operation is one half, a pair F&B (kind 5) two: an F(``micro``, ``stage``), then a
+    B(``micro2``, ``stage2``). A half's id is ``((kind - 1)·m + micro)·S + stage``, and its inputs
+    follow :func:`ppsweep.tables.ops.dependencies`: the upstream input first (F(j, s-1) for F; for B
+    and I the input gradient of (j, s+1), from the kind ``grad[j, s]`` (I where the backward above is
+    split, else B), or F(j, S-1) at the last stage; I(j, s) for W), then F(j, s) for B and I below the
+    last stage."""
     n = kind.shape[0]
     n_parts = halves.shape[0] // 2
     block = m * n_stages  # ids of one kind
     position = np.full(4 * block + 1, -1, dtype=np.int64)  # id -> half; the last entry: no input
+    half_kind = np.zeros((n_parts, n), dtype=np.int64)  # 0: no such half (the second of a non-pair)
     for h in range(n_parts):
         for i in range(n):
             paired = kind[i] == 5  # Kind.FB
-            if h == 1 and not paired:
-                continue
-            k = 1 if paired else kind[i]  # a pair's forward half is an F, its backward half a B
-            j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
-            if h == 1:
-                k = 2
-            at = ((k - 1) * m + j) * n_stages + s
-            if position[at] >= 0:
-                return False  # a half listed twice
-            position[at] = 2 * i + h
+            if h == 0:
+                half_kind[h, i] = 1 if paired else kind[i]
+            elif paired:
+                half_kind[h, i] = 2
+            if half_kind[h, i]:
+                j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
+                at = ((half_kind[h, i] - 1) * m + j) * n_stages + s
+                if position[at] >= 0:
+                    return False  # a half listed twice
+                position[at] = 2 * i + h
     for h in range(n_parts):
         for i in range(n):
-            paired = kind[i] == 5
+            k = half_kind[h, i]
+            j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
+            f_id = j * n_stages + s  # F(j, s)
             first = second = -1
-            if h == 0 or paired:
-                k = 2 if h == 1 else (1 if paired else kind[i])
-                j, s = (micro2[i], stage2[i]) if h == 1 else (micro[i], stage[i])
-                f_id = j * n_stages + s  # F(j, s)
-                if k == 1:  # F: the forward below
-                    if s > 0:
-                        first = f_id - 1
-                elif k == 2 or k == 3:  # B, I: the gradient from above (F(j, S-1) at the last stage), then F(j, s)
-                    if s < n_stages - 1:
-                        first = (grad[j, s] - 1) * block + f_id + 1
-                        second = f_id
-                    else:
-                        first = f_id
-                else:  # W: its I
-                    first = 2 * block + f_id
+            if k == 1 and s > 0:  # F: the forward below
+                first = f_id - 1
+            elif k == 2 or k == 3:  # B, I
+                if s < n_stages - 1:
+                    first = (grad[j, s] - 1) * block + f_id + 1
+                    second = f_id
+                else:
+                    first = f_id
+            elif k == 4:  # W: its I
+                first = 2 * block + f_id
             for r, dep in ((0, first), (1, second)):
                 got = position[dep]  # dep -1 reads the last entry: -1
                 if dep >= 0 and got < 0:
