@@ -214,7 +214,7 @@ def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
         if k.samples:
             for i in range(b):
                 noisy[0, i] = dur[k.row[s], i] * k.step_cf[s, sample[i]]
-            _compute(st, k.worker[s], r, noisy, 0, b, tol)
+            _compute(st, k.worker[s], r, noisy, np.int64(0), b, tol)
         else:
             _compute(st, k.worker[s], r, dur, k.row[s], b, tol)
     for s in range(first, last):
@@ -369,7 +369,7 @@ def _synchronise(k, st, layout, src, rows, b, tol):
     res, ready, ends = layout[1], layout[2], layout[4]
     p, width = layout[3], k.sync_holders.shape[1]
     for q in k.sync_order:
-        n = 0
+        n = np.int64(0)
         for j in range(width):
             if k.sync_holders[q, j] >= 0:
                 rows[n] = ready + q * width + j  # holder j's readiness (NativeSteps.slot)
@@ -472,13 +472,13 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     rows = np.empty(max(k.sync_holders.shape[1] + k.sync_held.shape[1], p + n_sync), dtype=np.int64)
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
-        g, n = 0, min(tile, hi - start)  # the buffer set and the points walking in it
+        g, n = np.int64(0), min(tile, hi - start)  # the buffer set and the points walking in it
         _tile_inputs(k, start, n, src2[g], sample2[g], dur2[g], wire2[g], msg2[g])
         for i in range(n):
             pos2[g, i] = start + i
         _clear(st2[g], ends, n)
-        waiting = 0  # points parted from the walking ones, in the other set, and where they resume
-        t, q, history, newest, pending, span, least, may_split = 0, 0, 0, 0, 0, 0, 1, True
+        waiting = np.int64(0)  # points parted from the walking ones, in the other set, and where they resume
+        t, q, history, newest, pending, span, least, may_split = 0, 0, 0, 0, np.int64(0), np.int64(0), 1, True
         resume = (0, 0, 0, 0, 1)
         while n > 0:
             st, snaps, inc, dur, wire_b, msg, sample = st2[g], snap2[g], inc2[g], dur2[g], wire2[g], msg2[g], sample2[g]
@@ -553,7 +553,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                 if split:
                     break
             if split:  # the points that may step go on alone; the others wait in the other set
-                walking = 0
+                walking = np.int64(0)
                 for i in range(n):
                     if ok[i]:
                         _move_point(g, i, g, walking, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2)
@@ -574,9 +574,9 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                 rows[r] = ends + r
             for i in range(n):
                 t_out[pos[i]], pc_out[pos[i]] = _join_rows(st, rows, p + n_sync, i, tol)
-            g, n, waiting = 1 - g, waiting, 0
+            g, n, waiting = 1 - g, waiting, np.int64(0)
             t, q, history, newest, least = resume
-            pending, may_split = 0, True
+            pending, may_split = np.int64(0), True
 
 
 class NativeSteps(NamedTuple):
