@@ -488,10 +488,11 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         for i in held:
             res[i] = end
         sync_end[k] = end
-    ends = []
-    for w in range(p):
-        held_syncs = [sync_end[k] for k in range(program.n_sync) if w in program.sync_holders[k]]
-        ends.append(alg.join(finish[w], *held_syncs) + t_opt)
+    held_by: list[list[int]] = [[] for _ in range(p)]  # the synchronisations each worker holds a replica of, in order
+    for k in range(program.n_sync):
+        for w in sorted({int(w) for w in program.sync_holders[k] if w >= 0}):
+            held_by[w].append(k)
+    ends = [alg.join(finish[w], *(sync_end[k] for k in held_by[w])) + t_opt for w in range(p)]
     t_sim = alg.join(*ends, *sync_end.values())
     counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     return Envelope(

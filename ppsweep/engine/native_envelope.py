@@ -281,7 +281,8 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
 
     Returns:
       ``(free, reg, resources, ready, largest, too_many, work, need)``: the sets after the last wave, one
-      ``(k, J)`` array per node as the reference keeps them, the largest set kept by a join, the
+      ``(k, J)`` array per node as the reference keeps them (the registers' as views of the walk's
+      pool, the others their own), the largest set kept by a join, the
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
       its pace, first; where not 0 the walk stopped and the sets are empty lists), and the walk's
       work: the square of the rows entering each join plus the rows of each operation's end, a
@@ -310,8 +311,10 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     )
     if too_many:  # the walk stopped: its sets are meaningless
         return [], [], [], [], int(largest), int(too_many), int(work), int(need)
-    sets = [pool[i, :c].copy() for i, c in enumerate(count.tolist())]
-    return (sets[:p], sets[reg_base:res_base], sets[res_base:ready_base], sets[ready_base:], int(largest),
+    counts = count.tolist()
+    own = lambda lo, hi: [pool[i, :counts[i]].copy() for i in range(lo, hi)]  # noqa: E731
+    registers = [pool[i, :counts[i]] for i in range(reg_base, res_base)]  # views: nothing after the walk reads them
+    return (own(0, p), registers, own(res_base, ready_base), own(ready_base, len(counts)), int(largest),
             int(too_many), int(work), int(need))
 
 

@@ -35,6 +35,8 @@ def check_worker_node(worker_node: Any, p: int) -> tuple[int, ...]:
     """
     if worker_node is None:
         return tuple(range(p))
+    if isinstance(worker_node, tuple) and len(worker_node) == p and all(type(n) is int and n >= 0 for n in worker_node):
+        return worker_node  # already a placement (this function's own result, checked again by its callers)
     array = np.asarray(worker_node)
     if array.shape != (p,) or not (np.issubdtype(array.dtype, np.integer) or array.size == 0) or np.any(array < 0):
         raise ValueError(f"worker_node: must be {p} integers >= 0 (the node of each pipeline worker), got {worker_node!r}")
@@ -81,6 +83,8 @@ class Tiers:
     def lane_tier(self, link: np.ndarray) -> np.ndarray:
         """The tier of each lane's (or step's) message, from its link (the trash link or -1: :data:`INTER`,
         the entry after the links')."""
+        if not self.uses_intra:  # every message between nodes: no gather over the lanes
+            return np.full(np.shape(link), INTER, dtype=np.int64)
         return self.link_tier[np.minimum(link, self.link_tier.size - 1)].astype(np.int64, copy=False)
 
 
