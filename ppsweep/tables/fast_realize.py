@@ -157,7 +157,7 @@ def input_halves(
         grad = np.full((m, n_stages), int(Kind.I if split_backward else Kind.B), dtype=np.int64)
     else:  # per microbatch and stage: the kind of the backward above
         above = split_grid(split_backward, m, n_stages)[:, np.minimum(np.arange(n_stages) + 1, n_stages - 1)]
-        grad = np.where(above, int(Kind.I), int(Kind.B))
+        grad = np.ascontiguousarray(np.where(above, int(Kind.I), int(Kind.B)), dtype=np.int64)  # C order, as above: one compile
     halves = np.empty((4 if pairs else 2, len(kind)), dtype=np.int64)
     no_pair = np.zeros(0, dtype=np.int64)
     args = [np.ascontiguousarray(a, dtype=np.int64) for a in (kind, micro, stage, micro2 if pairs else no_pair, stage2 if pairs else no_pair)]
