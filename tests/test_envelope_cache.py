@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 from ppsweep import build_schedule
+from ppsweep.engine import core
 from ppsweep.engine import envelope as envelope_mod
 from ppsweep.engine import envelope_cache
 from ppsweep.engine.comm import MODES
@@ -222,7 +223,8 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
     tables = [build_schedule(name, p, m, **options) for name, p, m, options in CASES + [("dualpipe", 4, 8, {}), ("1f1b", 4, 192, {})]]
     scan = lambda table: simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="periodic_scan")  # noqa: E731
     steps = lambda table: compiled_for(table).derived(f"native_steps:{mode}", None)  # noqa: E731 (already built)
-    runs = lambda table: compiled_for(table).derived(f"periodic_runs:{mode}", None)  # noqa: E731 (already built)
+    runs = lambda table: compiled_for(table).derived(  # noqa: E731 (already built, under the name overlap and blocking share)
+        f"periodic_runs:{core._runs_shape(compiled_for(table), mode, steps(table))}", None)
     monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
     expected = []
     for table in tables:
@@ -255,6 +257,27 @@ def test_cached_programs_and_scan_steps_give_the_fresh_results_bit_for_bit(cache
         for field in ("t_sim", "comm_time", "compute_time", "worker_finish"):
             a, b = getattr(want, field), getattr(got, field)
             assert a.dtype == b.dtype and np.array_equal(a, b), (table.name, field)
+
+
+def test_overlap_and_blocking_share_one_computation_of_the_periodic_runs(monkeypatch):
+    """``overlap`` and ``blocking`` scan the same steps (no message holds a resource; only blocking
+    the sender differs, which the runs do not read): one computation of the runs serves both, equal
+    to what each mode's own steps give; ``contention`` computes its own."""
+    import ppsweep.engine.steady_state as steady_state
+
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, "off")
+    table = fresh(build_schedule("1f1b", 4, 192))
+    calls = []
+    compute = steady_state.periodic_runs
+    monkeypatch.setattr(steady_state, "periodic_runs", lambda steps, p, m: calls.append(steps) or compute(steps, p, m))
+    for mode in ("overlap", "blocking", "contention"):
+        simulate(table, T_F, T_B, ALPHA, BETA, MSG, mode=mode, grad_bytes=GRAD, backend="periodic_scan")
+    assert len(calls) == 2
+    compiled = compiled_for(table)
+    shared = compiled.derived("periodic_runs:no_resources", None)
+    assert shared.start.size  # 1F1B at m = 192 has a run to step over
+    for mode in ("overlap", "blocking"):
+        _assert_fields_equal(compute(compiled.derived(f"native_steps:{mode}", None), table.p, table.m), shared)
 
 
 def test_a_damaged_program_file_is_rebuilt(cache, monkeypatch):

@@ -456,8 +456,9 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     from ppsweep.engine.steady_state import periodic_runs
 
     steps = compiled.derived(f"native_steps:{mode}", lambda program, _: _native_steps(compiled, mode))
-    runs = compiled.derived(f"periodic_runs:{mode}", lambda program, table: cached_periodic_runs(
-        compiled.digest, program, mode, lambda: periodic_runs(steps, program.p, table.m))) if periodic and factors is None else None
+    shape = _runs_shape(compiled, mode, steps)
+    runs = compiled.derived(f"periodic_runs:{shape}", lambda program, table: cached_periodic_runs(
+        compiled.digest, program, shape, lambda: periodic_runs(steps, program.p, table.m))) if periodic and factors is None else None
     program = compiled.program
     tiers = compiled.tiers(None) if tiers is None else tiers
     k = 0 if factors is None else factors.compute.shape[-1]
@@ -484,6 +485,13 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
         for r in ranges:
             run(r)
     return out
+
+
+def _runs_shape(compiled: CompiledTable, mode: str, steps: Any) -> str:
+    """The name a table's periodic runs in ``mode`` are kept under. The one-round modes whose messages
+    hold no resource (``overlap``, ``blocking``) have the same steps but for blocking the sender, which
+    :func:`~ppsweep.engine.steady_state.periodic_runs` does not read: they share one name and one computation."""
+    return "no_resources" if compiled.routing(mode).n_rounds == 1 and steps.held.shape[1] == 0 else mode
 
 
 def _native_steps(compiled: CompiledTable, mode: str) -> Any:

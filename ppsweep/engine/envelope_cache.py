@@ -292,7 +292,9 @@ def cached_ordered_steps(digest: Callable[[], str], program: Program, build: Cal
 
 def cached_periodic_runs(digest: Callable[[], str], program: Program, mode: str, build: Callable[[], Any]) -> Any:
     """The runs of a table's waves that repeat in ``mode`` (:func:`ppsweep.engine.steady_state.periodic_runs`)
-    from the cache, or ``build()`` (then stored); arguments as :func:`cached_native_steps`'."""
+    from the cache, or ``build()`` (then stored); arguments as :func:`cached_native_steps`', but
+    ``mode`` is the name the runs are kept under: a mode, or ``no_resources`` for those whose steps
+    are the same (:func:`ppsweep.engine.core._runs_shape`)."""
     from ppsweep.engine.steady_state import PeriodicRuns
 
     return _cached_in_mode("periodic_runs", PeriodicRuns, digest, program, mode, build)
