@@ -185,9 +185,11 @@ def step_end(alg: Algebra, finish: Sequence[Any], sync_end: Sequence[Any], sync_
       update: ``update(worker, start)``: the worker's end, its update started at ``start`` (where
         the step has no updates: its finish).
     """
-    ends = [update(w, alg.join(finish[w], *[end for end, holders in zip(sync_end, sync_holders) if w in holders]))
-            for w in range(len(finish))]
-    return alg.join(*ends, *sync_end)
+    held: list[list[Any]] = [[] for _ in finish]  # the ends of the synchronisations each worker holds, in stage order
+    for end, holders in zip(sync_end, sync_holders):
+        for w in sorted(set(holders).intersection(range(len(finish)))):
+            held[w].append(end)
+    return alg.join(*(update(w, alg.join(finish[w], *held[w])) for w in range(len(finish))), *sync_end)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, synchronise, wire_time
+from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, step_end, synchronise, wire_time
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
 
@@ -488,12 +488,8 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         for i in held:
             res[i] = end
         sync_end[k] = end
-    held_by: list[list[int]] = [[] for _ in range(p)]  # the synchronisations each worker holds a replica of, in order
-    for k in range(program.n_sync):
-        for w in sorted({int(w) for w in program.sync_holders[k] if w >= 0}):
-            held_by[w].append(k)
-    ends = [alg.join(finish[w], *(sync_end[k] for k in held_by[w])) + t_opt for w in range(p)]
-    t_sim = alg.join(*ends, *sync_end.values())
+    t_sim = step_end(alg, finish, [sync_end[k] for k in range(program.n_sync)],
+                     [[int(w) for w in row if w >= 0] for row in program.sync_holders], lambda w, start: start + t_opt)
     counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     return Envelope(
         t_sim=t_sim,
