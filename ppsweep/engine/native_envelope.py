@@ -77,7 +77,9 @@ def row_sum(v: np.ndarray, i: int) -> float:
     return 0.0 + res
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+# Not inlined into the walk by numba (the small helpers below are): the walk calls it twice, and
+# two copies of its loops cost about 1.7 s of compiling the walk's kernel for no faster walk.
+@numba.njit(cache=True, nogil=True)
 def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.ndarray, order: np.ndarray,
                tol: np.ndarray) -> int:
     """:func:`ppsweep.engine.envelope.prune` of ``rows[:n]`` into ``out``, without the cap check.

@@ -44,6 +44,12 @@ from ppsweep.engine.program import Program
 from ppsweep.engine.steady_state import PeriodicRuns, no_runs
 
 
+#: The decorator of the scan's helpers, which only other compiled functions call: numba builds them
+#: no wrapper callable from Python or C (each wrapper of a helper that takes the kernel's record
+#: unboxed all of its arrays; without them the scan's kernel compiles in about 1.5 s less).
+_inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
 def tie_floor(top, tol):
     """The floor of the tie band, ``top - tol·|top|``, contracted into one fused multiply-add as XLA
@@ -58,7 +64,7 @@ def tie_floor(top, tol):
 T, P = 0, 1
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _compute(st, w, r, dur, d, b, tol):
     """An operation on worker ``w``: it starts at the later of its worker being free and its input
     in register row ``r`` (-1: none; the worker's path within the tie band), ends its duration
@@ -76,7 +82,7 @@ def _compute(st, w, r, dur, d, b, tol):
         st[w, P, i] = path + dd
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _arrive(st, w, o, msg, mm, b):
     """A message sent at the end held by ``w`` arrives its message time (row ``mm`` of ``msg``) later
     in register row ``o`` (communication: the path's compute time is unchanged)."""
@@ -85,7 +91,7 @@ def _arrive(st, w, o, msg, mm, b):
         st[o, P, i] = st[w, P, i]
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _send_held_one(st, w, h, o, wire, mw, msg, mm, b, tol):
     """A message holding one resource (row ``h``): it starts at the later of its data (first) and
     the resource being free, holds the resource for its wire time, arrives its message time after
@@ -100,7 +106,7 @@ def _send_held_one(st, w, h, o, wire, mw, msg, mm, b, tol):
         st[o, P, i] = path
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _send_held_two(st, w, e, g, o, wire, mw, msg, mm, b, tol):
     """:func:`_send_held_one` with two resources (a sender's egress ``e``, then a receiver's ingress ``g``)."""
     for i in range(b):
@@ -116,7 +122,7 @@ def _send_held_two(st, w, e, g, o, wire, mw, msg, mm, b, tol):
         st[o, P, i] = path
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _copy_row(st, src, dst, b):
     """Row ``dst`` takes row ``src``'s time and path."""
     for i in range(b):
@@ -124,7 +130,7 @@ def _copy_row(st, src, dst, b):
         st[dst, P, i] = st[src, P, i]
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _join_rows(st, rows, n_rows, i, tol):
     """Join of rows ``rows[:n_rows]`` of ``st`` at point ``i`` (in that priority order): ``(top, path)``."""
     top = st[rows[0], T, i]
@@ -183,25 +189,25 @@ class _Kernel(NamedTuple):
     run_rows: np.ndarray
 
 
-@numba.njit(cache=True, nogil=True)
-def _tile_inputs(k, start, b, src, sample, dur, wire_b, msg):
+@_inner
+def _tile_inputs(samples, dur_t, alpha, wire, start, b, src, sample, dur, wire_b, msg):
     """The inputs of points ``start … start+b-1``: the row ``src`` of each one's per-point inputs
     (with noise, its group's) and its ``sample``; its durations ``dur (rows, b)``, and per tier its
     wire and whole message times ``wire_b``, ``msg (n_tiers, b)``."""
     for i in range(b):
-        src[i] = (start + i) // k.samples if k.samples else start + i
-        if k.samples:
-            sample[i] = (start + i) % k.samples
+        src[i] = (start + i) // samples if samples else start + i
+        if samples:
+            sample[i] = (start + i) % samples
     for r in range(dur.shape[0]):
         for i in range(b):
-            dur[r, i] = k.dur_t[src[i], r]
-    for j in range(k.alpha.shape[0]):
+            dur[r, i] = dur_t[src[i], r]
+    for j in range(alpha.shape[0]):
         for i in range(b):
-            wire_b[j, i] = k.wire[j, src[i]]
-            msg[j, i] = k.alpha[j, src[i]] + k.wire[j, src[i]]
+            wire_b[j, i] = wire[j, src[i]]
+            msg[j, i] = alpha[j, src[i]] + wire[j, src[i]]
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
     """Steps ``first … last-1`` (one wave): every lane computes, reading the registers as the wave
     found them (a worker has one lane); then in round order each message (resources change at once),
@@ -261,7 +267,7 @@ SLACK = 2
 #: which scan on (the points of a tile repeat after different numbers of blocks, or not at all).
 SPLIT_LEAST = 32
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _snapshot(st, rows, snap, b):
     """``snap[j]`` takes row ``rows[j]``'s time and path."""
     for j in range(rows.shape[0]):
@@ -270,7 +276,7 @@ def _snapshot(st, rows, snap, b):
             snap[j, P, i] = st[rows[j], P, i]
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _spread(st, rows, snap, inc, i):
     """At point ``i``: the largest difference between a row's increment since ``snap`` and ``inc``
     (time and path compute), and the latest time of those rows (NaN where any is not finite)."""
@@ -282,7 +288,7 @@ def _spread(st, rows, snap, inc, i):
     return spread, top
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _increments(st, rows, snap, inc, n, b, ok):
     """Per point, the first row's increment since ``snap`` (into ``inc``), and whether every row
     moved by it closely enough that ``n`` more of it stay within :data:`PERIOD_RTOL` (into ``ok``).
@@ -300,7 +306,7 @@ def _increments(st, rows, snap, inc, n, b, ok):
     return count
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _held_step(st, rows, snap, inc, b, span):
     """Whether every point's rows moved by ``inc`` since ``snap`` (``span`` waves), within
     :data:`PERIOD_RTOL` and the span's :data:`WAVE_ROUNDING` of the latest time plus the slack the
@@ -312,7 +318,7 @@ def _held_step(st, rows, snap, inc, b, span):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _step_over(st, rows, inc, n, b):
     """Rows ``rows`` move ``n`` increments ``inc`` (the spans stepped over)."""
     for j in range(rows.shape[0]):
@@ -326,7 +332,7 @@ def _step_over(st, rows, inc, n, b):
 WAVE_POINTS, STEPPED, UNDONE, SPLITS = 0, 1, 2, 3
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _clear(st, rows, b):
     """Rows ``0 … rows-1`` of points ``0 … b-1`` start at 0 (time and path)."""
     for r in range(rows):
@@ -335,7 +341,7 @@ def _clear(st, rows, b):
             st[r, P, i] = 0.0
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _copy_rows(src, dst, rows, b):
     """Rows ``0 … rows-1`` of points ``0 … b-1`` of ``dst`` take ``src``'s."""
     for r in range(rows):
@@ -344,7 +350,7 @@ def _copy_rows(src, dst, rows, b):
             dst[r, P, i] = src[r, P, i]
 
 
-@numba.njit(cache=True, nogil=True)
+@_inner
 def _move_point(g, i, h, j, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, snap2, inc2):
     """Point ``i`` of buffer set ``g`` becomes point ``j`` of set ``h`` (state, inputs, snapshots)."""
     for r in range(ends):
@@ -361,41 +367,41 @@ def _move_point(g, i, h, j, ends, st2, dur2, wire2, msg2, src2, sample2, pos2, s
         inc2[h, a, j] = inc2[g, a, i]
 
 
-@numba.njit(cache=True, nogil=True)
-def _synchronise(k, st, layout, src, rows, b, tol):
+@_inner
+def _synchronise(sync_order, sync_holders, sync_held, sync_dur, st, layout, src, rows, b, tol):
     """The gradient synchronisations, in the order they take their resources: each starts at the
     join of its holders' readiness and its resources (that priority), lasts its time, and frees its
     resources at its end (row ``ends + p + q``)."""
     res, ready, ends = layout[1], layout[2], layout[4]
-    p, width = layout[3], k.sync_holders.shape[1]
-    for q in k.sync_order:
+    p, width = layout[3], sync_holders.shape[1]
+    for q in sync_order:
         n = np.int64(0)
         for j in range(width):
-            if k.sync_holders[q, j] >= 0:
+            if sync_holders[q, j] >= 0:
                 rows[n] = ready + q * width + j  # holder j's readiness (NativeSteps.slot)
                 n += 1
-        for h in k.sync_held[q]:
+        for h in sync_held[q]:
             if h >= 0:
                 rows[n] = res + h
                 n += 1
         for i in range(b):
             top, path = _join_rows(st, rows, n, i, tol)
-            st[ends + p + q, T, i] = top + k.sync_dur[q, src[i]]
+            st[ends + p + q, T, i] = top + sync_dur[q, src[i]]
             st[ends + p + q, P, i] = path
-        for h in k.sync_held[q]:
+        for h in sync_held[q]:
             if h >= 0:
                 _copy_row(st, ends + p + q, res + h, b)
 
 
-@numba.njit(cache=True, nogil=True)
-def _worker_ends(k, st, layout, src, mine, b, tol):
+@_inner
+def _worker_ends(sync_order, sync_holders, t_opt, st, layout, src, mine, b, tol):
     """Each worker's end (row ``ends + w``): the later of its last operation and the synchronisations
     it holds a replica of (that priority), then its optimizer update where ``t_opt > 0``."""
     p, ends = layout[3], layout[4]
     for w in range(p):
         n = 0
-        for q in range(k.sync_order.shape[0]):
-            for h in k.sync_holders[q]:
+        for q in range(sync_order.shape[0]):
+            for h in sync_holders[q]:
                 if h == w:
                     mine[n] = ends + p + q
                     n += 1
@@ -411,9 +417,9 @@ def _worker_ends(k, st, layout, src, mine, b, tol):
                         if st[mine[r], T, i] >= floor:
                             path = st[mine[r], P, i]
                             break
-            if k.t_opt[src[i]] > 0:
-                st[ends + w, T, i] = top + k.t_opt[src[i]]
-                st[ends + w, P, i] = path + k.t_opt[src[i]]
+            if t_opt[src[i]] > 0:
+                st[ends + w, T, i] = top + t_opt[src[i]]
+                st[ends + w, P, i] = path + t_opt[src[i]]
             else:
                 st[ends + w, T, i] = st[w, T, i]
                 st[ends + w, P, i] = st[w, P, i]
@@ -473,7 +479,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
     mine = np.empty(max(n_sync, 1), dtype=np.int64)  # the synchronisations a worker holds a replica of
     for start in range(lo, hi, tile):
         g, n = np.int64(0), min(tile, hi - start)  # the buffer set and the points walking in it
-        _tile_inputs(k, start, n, src2[g], sample2[g], dur2[g], wire2[g], msg2[g])
+        _tile_inputs(k.samples, k.dur_t, k.alpha, k.wire, start, n, src2[g], sample2[g], dur2[g], wire2[g], msg2[g])
         for i in range(n):
             pos2[g, i] = start + i
         _clear(st2[g], ends, n)
@@ -565,11 +571,11 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                 counts[SPLITS] += 1
                 continue
             src, pos = src2[g], pos2[g]
-            _synchronise(k, st, layout, src, rows, n, tol)
+            _synchronise(k.sync_order, k.sync_holders, k.sync_held, k.sync_dur, st, layout, src, rows, n, tol)
             for w in range(p):
                 for i in range(n):
                     fin_out[w, pos[i]] = st[w, T, i]
-            _worker_ends(k, st, layout, src, mine, n, tol)
+            _worker_ends(k.sync_order, k.sync_holders, k.t_opt, st, layout, src, mine, n, tol)
             for r in range(p + n_sync):  # the step: the latest of the workers' and the synchronisations' ends
                 rows[r] = ends + r
             for i in range(n):
