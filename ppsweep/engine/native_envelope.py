@@ -205,7 +205,7 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
             slot = -1 if sync_slot[at] == trash_sync else sync_slot[at]
             # start: the later of the worker being free and its input's arrival; end: plus its duration
             if dep >= 0:
-                n = _load(pool, w, count[w], joined, 0)
+                n = _load(pool, w, count[w], joined, np.int64(0))
                 n = _load(pool, reg_base + dep, count[reg_base + dep], joined, n)
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
                 work += n * n
@@ -213,8 +213,8 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                     return pool, count, largest, k, work, need
                 largest = max(largest, k)
             else:
-                k = _load(pool, w, count[w], kept, 0)
-            n_end = _plus(kept, k, vecs, cost_row[at], end, 0)
+                k = _load(pool, w, count[w], kept, np.int64(0))
+            n_end = _plus(kept, k, vecs, cost_row[at], end, np.int64(0))
             work += n_end
             # projected work past the pace of a budget b: PACE_DEN·(projection - floor) > PACE_NUM·b,
             # the projection (times its window L): work·L + (work of the last L steps)·(steps left)
@@ -227,9 +227,9 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
             if out >= 0:  # it sends: the message starts once its data and its resources are ready
                 wire = comm_base + 2 * tier[at]
                 msg = wire + 1
-                k = _load(end, 0, n_end, kept, 0)
+                k = _load(end, np.int64(0), n_end, kept, np.int64(0))
                 if k_held > 0:
-                    n = _load(end, 0, n_end, joined, 0)
+                    n = _load(end, np.int64(0), n_end, joined, np.int64(0))
                     for j in range(k_held):
                         node = res_base + held[at, j]
                         n = _load(pool, node, count[node], joined, n)
@@ -245,17 +245,17 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                 target[n_writes] = reg_base + out
                 n_writes += 1
             if out >= 0 and blocks_sender:  # blocking: the sender is busy until its message arrives
-                kw = _load(arrival, n_writes - 1, n_arrival[n_writes - 1], kept, 0)
+                kw = _load(arrival, n_writes - 1, n_arrival[n_writes - 1], kept, np.int64(0))
                 count[w] = _store(kept, kw, pool, w)
             else:
-                k = _load(end, 0, n_end, kept, 0)
+                k = _load(end, np.int64(0), n_end, kept, np.int64(0))
                 count[w] = _store(kept, k, pool, w)
             if slot >= 0:
-                k = _load(end, 0, n_end, kept, 0)
+                k = _load(end, np.int64(0), n_end, kept, np.int64(0))
                 count[ready_base + slot] = _store(kept, k, pool, ready_base + slot)
             s += 1
         for i in range(n_writes):
-            k = _load(arrival, i, n_arrival[i], kept, 0)
+            k = _load(arrival, i, n_arrival[i], kept, np.int64(0))
             count[target[i]] = _store(kept, k, pool, target[i])
     return pool, count, largest, 0, work, max(need, work)
 
