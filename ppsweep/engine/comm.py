@@ -187,7 +187,7 @@ def step_end(alg: Algebra, finish: Sequence[Any], sync_end: Sequence[Any], sync_
     """
     held: list[list[Any]] = [[] for _ in finish]  # the ends of the synchronisations each worker holds, in stage order
     for end, holders in zip(sync_end, sync_holders):
-        for w in sorted(set(holders).intersection(range(len(finish)))):
+        for w in set(holders).intersection(range(len(finish))):  # each worker's list is its own: any order
             held[w].append(end)
     return alg.join(*(update(w, alg.join(finish[w], *held[w])) for w in range(len(finish))), *sync_end)
 
