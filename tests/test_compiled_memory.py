@@ -24,12 +24,12 @@ def test_a_too_large_verdict_does_not_keep_its_table_alive(monkeypatch):
     monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
     table = _too_large_table()
     alpha, beta = np.array([1e-6, 1e-5])[None, :], np.array([1e9, 1e10])[:, None]
-    result = simulate(table, 1e-3, 2e-3, alpha, beta, 1e7, "contention", backend="auto")
-    assert result.method == "scan"  # GPipe in contention at m = 80: 2m - 1 vectors, past the cap of 64
-    verdict = compiled_for(table).envelope("contention", *_feature_args(table, alpha, beta), 64)
+    result = simulate(table, 1e-3, 2e-3, alpha, beta, 1e7, "contention", backend="auto", cap=2)
+    assert result.method == "scan"  # GPipe in contention at m = 80: 3 vectors, past a cap of 2
+    verdict = compiled_for(table).envelope("contention", *_feature_args(table, alpha, beta), 2)
     assert isinstance(verdict, EnvelopeTooLarge) and verdict.__traceback__ is None
     try:  # raising it again hands out a new error, so the cached verdict keeps no frames either
-        envelope_for(table, compiled_for(table).program, "contention", _features(table, alpha, beta))
+        envelope_for(table, compiled_for(table).program, "contention", _features(table, alpha, beta), cap=2)
     except EnvelopeTooLarge as err:
         assert err is not verdict
     assert verdict.__traceback__ is None

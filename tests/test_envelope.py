@@ -117,11 +117,38 @@ def test_features_of_the_cost_model_are_few():
 
 
 def test_prune_keeps_the_pareto_maximal_vectors():
-    v = np.array([[1.0, 0.0], [0.5, 0.5], [0.4, 0.4], [1.0, 0.0], [0.0, 1.0], [1.0 + 1e-16, 0.0]])
+    v = np.array([[1.0, 0.0], [0.6, 0.6], [0.4, 0.4], [1.0, 0.0], [0.0, 1.0], [1.0 + 1e-16, 0.0]])
     kept = env_mod.prune(v)
-    assert sorted(map(tuple, kept.round(12))) == [(0.0, 1.0), (0.5, 0.5), (1.0, 0.0)]
+    assert sorted(map(tuple, kept.round(12))) == [(0.0, 1.0), (0.6, 0.6), (1.0, 0.0)]
     with pytest.raises(env_mod.EnvelopeTooLarge):
         env_mod.prune(v, cap=2)
+
+
+def test_prune_drops_a_vector_that_a_mix_of_two_covers():
+    ends = [(0.0, 1.0), (1.0, 0.0)]
+    assert sorted(map(tuple, env_mod.prune(np.array([(1.0, 0.0), (0.5, 0.5), (0.0, 1.0)])))) == ends  # their mix
+    above = np.array([(1.0, 0.0), (0.6, 0.6), (0.0, 1.0)])  # above every mix of the other two: the maximum near y = (1, 1)
+    assert sorted(map(tuple, env_mod.prune(above))) == sorted(map(tuple, above))
+    line = np.array([[3.0, 1.0, 2.0]]) + np.arange(9)[:, None] * np.array([[1.0, -0.5, 0.25]])  # a line of paths
+    assert sorted(map(tuple, env_mod.prune(line))) == sorted(map(tuple, line[[0, -1]]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prune_keeps_every_maximum_and_the_compiled_prune_its_rows(seed):
+    rng = np.random.default_rng(seed)
+    J = 1 + seed
+    ends = rng.random((3, J))
+    mixes = rng.dirichlet(np.ones(3), size=40) @ ends  # under the hull of three ends
+    v = np.concatenate([ends, mixes, rng.random((20, J)) * 0.9, mixes[:5] + 1e-3 * rng.random((5, J))])
+    kept = env_mod.prune(v, cap=1000)
+    assert kept.shape[0] < v.shape[0]
+    y = rng.exponential(size=(500, J)) * (rng.random((500, J)) < 0.8)
+    best, best_kept = (v @ y.T).max(axis=0), (kept @ y.T).max(axis=0)
+    np.testing.assert_allclose(best_kept, best, rtol=1e-13)  # the maximum, at every point
+    assert np.all(best_kept <= best)  # kept rows are rows of v
+    from ppsweep.engine.native_envelope import prune as native_prune
+
+    np.testing.assert_array_equal(native_prune(v, env_mod._SAME), kept)  # the same rows, in order, to the bit
 
 
 def test_uniform_1f1b_overlap_is_one_vector():
@@ -202,7 +229,7 @@ def test_scan_split_across_two_devices_matches_one_device():
 def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
     # Grids with long axes are evaluated block by block, each block with the vectors that can win
     # in it; the result must not change.
-    monkeypatch.setattr(env_mod, "_BLOCK_MIN_VECTORS", 2)
+    monkeypatch.setattr(env_mod, "_BLOCK_MIN_VECTORS", 1)
     table = build_schedule(name, 4, 8)
     beta = np.logspace(-1, 2, 96)[:, None]
     alpha = np.concatenate([[0.0], np.logspace(-3, 0, 79)])[None, :]
@@ -216,3 +243,28 @@ def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
     assert compiled_mod.envelope_for(table, program, mode, feats).n_vectors > env_mod._BLOCK_MIN_VECTORS
     assert env_mod._blocks(tuple(feats.arrays), (96, 80)) is not None
     assert_same(env, scan, program.n_ops)
+
+
+@pytest.mark.parametrize("name, mode", [("zbv", "ports"), ("chimera", "ports"), ("interleaved_1f1b", "contention")])
+def test_an_evaluation_in_parts_is_the_unrolled_one_to_the_bit(name, mode, monkeypatch):
+    # More vectors × features than one compiled evaluation unrolls (MAX_UNROLLED) are evaluated in
+    # parts; the maxima and minima of the parts are the same bits.
+    monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
+    table = build_schedule(name, 4, 8)
+    beta = np.logspace(-1, 2, 24)[:, None]
+    alpha = np.concatenate([[0.0], np.logspace(-3, 0, 19)])[None, :]
+    args = (table, 1.0, 2.0, alpha, beta, 2.0, mode)
+    whole = simulate(*args, backend="envelope", grad_bytes=3.0)
+    program = program_for(table)
+    feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
+                                       "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
+    env = compiled_mod.envelope_for(table, program, mode, feats)
+    monkeypatch.setattr(env_mod, "MAX_UNROLLED", 2 * feats.n)  # two vectors a part
+    assert env.n_vectors > env_mod._unrolled_rows(feats.n) == 2
+    calls = []
+    in_parts = env_mod._evaluate_in_parts
+    monkeypatch.setattr(env_mod, "_evaluate_in_parts", lambda *a, **k: calls.append(1) or in_parts(*a, **k))
+    parts = simulate(*args, backend="envelope", grad_bytes=3.0)
+    assert calls  # evaluated in parts
+    for field in ("t_sim", "worker_finish", "comm_time", "compute_time"):
+        np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field), err_msg=field)

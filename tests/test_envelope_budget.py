@@ -114,7 +114,7 @@ def test_a_walk_that_runs_ahead_of_its_budgets_pace_stops_early_and_need_decides
     from ppsweep.engine import native_envelope
     from ppsweep.engine.comm import route
 
-    table = build_schedule("interleaved_1f1b", 8, 64)
+    table = build_schedule("interleaved_1f1b", 16, 128)
     program, feats = compiled_for(table).program, _features(table)
     full = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm)
     assert full.work > 4 * native_envelope.PACE_FLOOR and full.need >= full.work

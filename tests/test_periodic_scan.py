@@ -60,10 +60,14 @@ def test_the_periodic_scan_steps_over_the_steady_state_within_the_engine_toleran
     assert stepped_counts[native_scan.WAVE_POINTS] < plain_counts[native_scan.WAVE_POINTS]  # waves stepped over
 
 
-def test_auto_takes_the_periodic_scan_and_it_is_the_plain_scan_with_noise():
+def test_auto_takes_the_periodic_scan_and_it_is_the_plain_scan_with_noise(monkeypatch):
+    from ppsweep.engine import core
+
     table = build_schedule("1f1b", 4, 192)
     costs = _grid(table.n_stages)
-    assert simulate(table, costs, "overlap").backend == "periodic_scan"  # no envelope within its budget here
+    monkeypatch.setattr(core, "ENVELOPE_MIN_WORK", 1)  # no envelope within its budget here
+    monkeypatch.setattr(core, "ENVELOPE_WORK_PER_OP_POINT", 1e-6)
+    assert simulate(table, costs, "overlap").backend == "periodic_scan"
     noise = NoiseConfig.from_mapping({"samples": 3, "seed": 5, "compute": {"dist": "lognormal", "cv": 0.2}})
     a = simulate(table, costs, "overlap", backend="periodic_scan", noise=noise)
     b = simulate(table, costs, "overlap", backend="native_scan", noise=noise)

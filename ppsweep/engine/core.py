@@ -1018,10 +1018,12 @@ def _features(compiled: CompiledTable, costs: Costs, tiers: Tiers) -> "_envelope
 _FEATURES_MEMO = threading.local()
 
 #: Work of the envelope's programme (:func:`ppsweep.engine.native_envelope.run_waves`) that ``auto``
-#: allows per operation of the table and point of the grid before it scans instead: the compiled
-#: scan's cost of those points (measured: 0.7-1.0 ns per unit of work against 1.2-3.7 ns per
-#: operation and point for a one-thread scan of 256 points; docs/performance.md).
-ENVELOPE_WORK_PER_OP_POINT = 2.0
+#: allows per operation of the table and point of the grid before it scans instead. Chosen from
+#: whole ``+sweep=design`` runs (docs/performance.md, "Issue 30, ninth stop"): since the walk
+#: drops vectors that a mix of two others covers, most walks fit the cap, and a walk costs a cold
+#: run more than the periodic scan of its 256 points; 0.25 keeps the walks that pay in a cold run
+#: and still leaves a warm run well inside its target (2.0, 0.5, 0.2 and 0.1 measured beside it).
+ENVELOPE_WORK_PER_OP_POINT = 0.25
 
 #: Work ``auto`` allows the envelope's programme whatever the grid (about a millisecond): below
 #: it the choice costs nothing worth a changed last bit.

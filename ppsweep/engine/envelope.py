@@ -9,8 +9,11 @@ depends on the table and the mode only. So
 
     t_sim(y) = max_k  C[k] · y
 
-over a set ``C`` of path vectors. A vector dominated by another (``c' <= c`` componentwise)
-can never be the strict maximum for ``y >= 0`` and is pruned exactly. :func:`build_envelope`
+over a set ``C`` of path vectors. A vector dominated by another (``c' <= c`` componentwise), or
+by a mix of two others (``c' <= λ·a + (1-λ)·b``, ``0 <= λ <= 1``), can never be the strict maximum
+for ``y >= 0`` and is pruned exactly (:func:`prune`). The mixes matter: whole families of paths
+trade one cost for another along a line (``a + i·u``, say one compute slot for two messages), and
+only the two ends of such a line can be the maximum. :func:`build_envelope`
 enumerates the Pareto-maximal vectors with a max-plus dynamic programme over the same event
 graph the scan runs (:mod:`ppsweep.engine.program`), pruning at every node, and gives up when a set grows
 past a cap (the engine then falls back to the scan). Evaluating a point is then a small
@@ -34,7 +37,8 @@ so each vector splits into a compute part and a communication part.
 vector (or several with the same communication part) is the maximum, that is its communication
 part ``c_comm · y`` -- exactly the scan's answer: the scan's critical path (README, "Critical
 path") is a maximal path, and any maximal path's vector is dominated by a kept maximal vector
-whose parts can then differ only where the features are 0. Where distinct vectors with different
+whose parts can then differ only where the features are 0, or by a mix of two kept vectors, which
+then both reach the maximum at ``y``: a tie, flagged below where their communication parts differ. Where distinct vectors with different
 communication parts tie within the tie tolerance (accumulated over the path's length), the
 README's tie rule decides which path is critical; :func:`evaluate` flags those points
 (``ambiguous``) and the engine recomputes their ``comm_time`` with the scan. So the envelope's
@@ -58,6 +62,13 @@ from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
 DEFAULT_CAP = 64
+
+#: Most vector-features (vectors, padded to a power of two, times features) one compiled
+#: evaluation unrolls (:func:`_evaluate_jit`); more are evaluated in parts of this size
+#: (:func:`_evaluate_in_parts`, the same bits). XLA fuses a longer running maximum into one
+#: expression that grows past memory: 64 vectors of 11 features took more than 5 GB and did not
+#: compile, 64 of 6 and 128 of 3 compile in about a second (docs/performance.md).
+MAX_UNROLLED = 384
 
 #: Two per-stage profiles or features agree when they differ by at most this, relative.
 _EXACT = 1e-14
@@ -323,7 +334,13 @@ class Envelope:
 
 
 def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
-    """The Pareto-maximal rows of ``vectors`` (rows within rounding of each other count as one).
+    """The rows of ``vectors`` that may be the strict maximum of ``v · y`` for some ``y >= 0``, as far
+    as two rows at a time tell (rows within rounding of each other count as one).
+
+    First the Pareto-maximal rows, by decreasing sum: a row is dropped where an earlier one is at
+    least as large in every component. Then, in that order, a row is dropped where a mix of two
+    other rows still kept covers it (:func:`_drop_mixed`): rows along a line of paths, ``a + i·u``,
+    keep their two ends only.
 
     Raises:
       EnvelopeTooLarge: more than ``cap`` rows remain.
@@ -336,10 +353,42 @@ def prune(vectors: np.ndarray, cap: int = DEFAULT_CAP) -> np.ndarray:
     # dom[i, j]: row i >= row j in every component (within rounding); only earlier rows (larger sums) prune.
     dom = at_least(v[:, None, :], v[None, :, :] - tol)
     dominated = np.triu(dom, 1).any(axis=0)
-    kept = v[~dominated]
+    kept = _drop_mixed(v[~dominated], tol)
     if kept.shape[0] > cap:
         raise EnvelopeTooLarge(f"{kept.shape[0]} vectors at one node (cap {cap})")
     return kept
+
+
+def _drop_mixed(v: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """``v`` without each row that a mix of two other rows still kept covers, taken in order.
+
+    Row ``j`` is covered where some ``λ`` in ``[0, 1]`` has ``λ·a + (1-λ)·b >= j - tol`` in every
+    component: then ``j·y <= max(a·y, b·y)`` for every ``y >= 0`` (within the rounding tolerance
+    ``tol``), and ``j`` is never the strict maximum. Each component bounds ``λ``: ``λ·d >= r`` with
+    ``d = a - b``, ``r = j - tol - b`` (a lower bound where ``d > 0``, an upper one where ``d < 0``, and
+    none possible where ``d = 0 < r``). The compiled walk's :func:`ppsweep.engine.native_envelope.hull_rows`
+    takes the same decisions from the same quotients.
+    """
+    n = v.shape[0]
+    if n <= 2:
+        return v
+    alive = np.ones(n, dtype=bool)
+    for j in range(n):
+        others = np.flatnonzero(alive)
+        others = others[others != j]
+        first, second = np.triu_indices(others.size, 1)
+        if first.size == 0:
+            continue
+        a, b = v[others[first]], v[others[second]]
+        d = a - b
+        r = v[j] - tol - b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = r / d
+        lo = np.where(d > 0, ratio, 0.0).max(axis=1, initial=0.0)
+        hi = np.where(d < 0, ratio, 1.0).min(axis=1, initial=1.0)
+        blocked = ((d == 0) & (r > 0)).any(axis=1)
+        alive[j] = not np.any((lo <= hi) & ~blocked)
+    return v[alive]
 
 
 def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -720,55 +769,116 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
         fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
     # The band is an argument, not a constant: it depends on the table's depth, and one
     # compiled evaluation then serves every table of the same shape.
-    out = _evaluate_jit(
-        ys, _pad_rows(vectors).astype(dtype), fin, np.asarray(band, dtype=dtype),
-        batch=tuple(int(b) for b in batch), comm_idx=tuple(int(j) for j in np.flatnonzero(env.comm)),
-        check=check, tol=tie_rtol,
-    )
-    t_sim, comm_time, ambiguous, finish_out = jax.device_get(out)
+    rows = _pad_rows(vectors).astype(dtype)
+    batch = tuple(int(b) for b in batch)
+    comm_idx = tuple(int(j) for j in np.flatnonzero(env.comm))
+    band = np.asarray(band, dtype=dtype)
+    part = _unrolled_rows(rows.shape[-1])
+    if rows.shape[0] <= part and (fin is None or fin.shape[1] <= part):
+        out = _evaluate_jit(ys, rows, fin, band, batch=batch, comm_idx=comm_idx, check=check)
+    else:
+        out = _evaluate_in_parts(ys, rows, fin, band, part, batch=batch, comm_idx=comm_idx, check=check)
+    t_sim, comm_time, lowest, finish_out = (None if a is None else np.asarray(a) for a in jax.device_get(out))
+    # several vectors with different communication parts near the maximum: an ambiguous point
+    ambiguous = comm_time - lowest > tie_rtol * np.abs(t_sim) if check else np.zeros(batch, dtype=bool)
     return EnvelopeResult(
         t_sim=np.asarray(t_sim, dtype=np.float64),
         finish=None if finish_out is None else np.moveaxis(np.asarray(finish_out, dtype=np.float64), 0, -1),
         comm_time=np.asarray(comm_time, dtype=np.float64),
-        ambiguous=np.zeros(batch, dtype=bool) if ambiguous is None else np.asarray(ambiguous),
+        ambiguous=ambiguous,
         compute_time=compute,
     )
 
 
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check", "tol"))
-def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check, tol):
+def _unrolled_rows(n_features: int) -> int:
+    """The most rows of ``n_features`` one compiled evaluation unrolls: the largest power of two
+    within :data:`MAX_UNROLLED` vector-features (at least 1)."""
+    rows = 1
+    while 2 * rows * max(n_features, 1) <= MAX_UNROLLED:
+        rows *= 2
+    return rows
+
+
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check"))
+def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check):
     # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
     # evaluation into one pass over the points (a reduction over a vector axis is far slower on
     # CPU, and a running value used twice per step makes XLA's fusion blow up).
-    # ``compute_time`` is evaluated apart (:func:`_compute_time`): it needs no per-point output,
-    # and no point is ambiguous where one communication part is maximal (``ambiguous`` None).
-    dtype = vectors.dtype
-    ys = [jnp.broadcast_to(y, batch) for y in ys]
-    dot = functools.partial(_dot, ys=ys, batch=batch, dtype=dtype)
-    vals = [dot(vectors[k]) for k in range(vectors.shape[0])]
-    t = vals[0]
-    for v in vals[1:]:
-        t = jnp.maximum(t, v)
-    if check:  # several vectors with different communication parts: flag near-ties
-        floor = t - band * jnp.abs(t)
-        hi = jnp.full(batch, -jnp.inf, dtype)
-        lo = jnp.full(batch, jnp.inf, dtype)
-        for k, v in enumerate(vals):
-            c = dot(vectors[k], comm_idx)
-            near = v >= floor
-            hi = jnp.maximum(hi, jnp.where(near, c, -jnp.inf))
-            lo = jnp.minimum(lo, jnp.where(near, c, jnp.inf))
-        ambiguous = hi - lo > tol * jnp.abs(t)
-        comm = hi
-    else:  # every maximal vector has the same communication part
-        comm = dot(vectors[0], comm_idx)
-        ambiguous = None  # no point is
+    # ``compute_time`` is evaluated apart (:func:`_compute_time`): it needs no per-point output.
+    # Returns ``(t, hi, lo, fin)``: with ``check``, the highest and lowest communication part of the
+    # vectors near the maximum; else the first vector's (every maximal vector has the same) and None.
+    dot = _dotter(ys, batch, vectors.dtype)
+    t = _running_max(dot, [vectors[k] for k in range(vectors.shape[0])])
+    hi, lo = _near_span(dot, vectors, t, band, comm_idx) if check else (dot(vectors[0], comm_idx), None)
+    fin = None if finish is None else _running_max(dot, [finish[:, k] for k in range(finish.shape[1])])  # (p, K_w, J)
+    return t, hi, lo, fin
+
+
+def _evaluate_in_parts(ys, rows, finish, band, part, *, batch, comm_idx, check):
+    """:func:`_evaluate_jit`'s ``(t, hi, lo, fin)`` over parts of ``part`` rows (and of each worker's
+    rows), each compiled on its own: maxima and minima of the parts' are the same bits."""
+    t = _combine(jnp.maximum, [_max_jit(ys, rows[i : i + part], batch=batch) for i in range(0, rows.shape[0], part)])
+    if check:
+        spans = [_span_jit(ys, rows[i : i + part], t, band, batch=batch, comm_idx=comm_idx)
+                 for i in range(0, rows.shape[0], part)]
+        hi, lo = _combine(jnp.maximum, [h for h, _ in spans]), _combine(jnp.minimum, [low for _, low in spans])
+    else:
+        hi, lo = _first_comm_jit(ys, rows[0], batch=batch, comm_idx=comm_idx), None
     fin = None
-    if finish is not None:  # (p, K_w, J): unrolled over the vectors, vectorized over workers
-        fin = dot(finish[:, 0])
-        for k in range(1, finish.shape[1]):
-            fin = jnp.maximum(fin, dot(finish[:, k]))
-    return t, comm, ambiguous, fin
+    if finish is not None:  # (p, K_w, J): the parts along the workers' vectors
+        by_vector = jnp.moveaxis(finish, 1, 0)
+        fin = _combine(jnp.maximum, [_max_jit(ys, by_vector[i : i + part], batch=batch)
+                                     for i in range(0, by_vector.shape[0], part)])
+    return t, hi, lo, fin
+
+
+def _combine(op, parts):
+    out = parts[0]
+    for x in parts[1:]:
+        out = op(out, x)
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("batch",))
+def _max_jit(ys, rows, *, batch):
+    dot = _dotter(ys, batch, rows.dtype)
+    return _running_max(dot, [rows[k] for k in range(rows.shape[0])])
+
+
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx"))
+def _span_jit(ys, rows, top, band, *, batch, comm_idx):
+    return _near_span(_dotter(ys, batch, rows.dtype), rows, top, band, comm_idx)
+
+
+@functools.partial(jax.jit, static_argnames=("batch", "comm_idx"))
+def _first_comm_jit(ys, row, *, batch, comm_idx):
+    return _dotter(ys, batch, row.dtype)(row, comm_idx)
+
+
+def _dotter(ys, batch, dtype):
+    """:func:`_dot` against ``ys`` broadcast to ``batch``."""
+    return functools.partial(_dot, ys=[jnp.broadcast_to(y, batch) for y in ys], batch=batch, dtype=dtype)
+
+
+def _running_max(dot, rows):
+    """The maximum of ``dot(row)`` over ``rows``, in order (unrolled)."""
+    t = dot(rows[0])
+    for row in rows[1:]:
+        t = jnp.maximum(t, dot(row))
+    return t
+
+
+def _near_span(dot, rows, top, band, comm_idx):
+    """The highest and lowest communication part of the ``rows`` within ``band`` of ``top`` (relative)."""
+    floor = top - band * jnp.abs(top)
+    hi = jnp.full(top.shape, -jnp.inf, top.dtype)
+    lo = jnp.full(top.shape, jnp.inf, top.dtype)
+    for k in range(rows.shape[0]):
+        near = dot(rows[k]) >= floor
+        c = dot(rows[k], comm_idx)
+        hi = jnp.maximum(hi, jnp.where(near, c, -jnp.inf))
+        lo = jnp.minimum(lo, jnp.where(near, c, jnp.inf))
+    return hi, lo
 
 
 def _dot(c, features=None, *, ys, batch, dtype):

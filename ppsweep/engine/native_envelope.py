@@ -13,7 +13,9 @@ reference's order, to the bit:
   blocks of 8 up to 128; wider vectors take the reference);
 - the rounding tolerance of each component is ``_SAME`` times its largest magnitude in the join;
   a row is dropped where an earlier row (kept or not) is at least as large in every component,
-  less that tolerance; more than ``cap`` rows left is the reference's :class:`EnvelopeTooLarge`;
+  less that tolerance; then, in the kept order, a kept row is dropped where a mix of two other
+  rows still kept covers it (:func:`hull_rows`); more than ``cap`` rows left is the reference's
+  :class:`EnvelopeTooLarge`;
 - lanes run in the reference's order (by round, then worker); a wave's register writes land after
   its last lane (every lane reads the registers as the wave found them); resources change at once.
 
@@ -82,14 +84,16 @@ def row_sum(v: np.ndarray, i: int) -> float:
 @numba.njit(cache=True, nogil=True)
 def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.ndarray, order: np.ndarray,
                tol: np.ndarray) -> int:
-    """:func:`ppsweep.engine.envelope.prune` of ``rows[:n]`` into ``out``, without the cap check.
+    """The Pareto step of :func:`ppsweep.engine.envelope.prune` of ``rows[:n]`` into ``out`` (then
+    :func:`hull_rows`), without the cap check.
 
     Args:
       rows: ``(>= n, J)`` the joined sets' rows, in argument order.
       n: rows to prune.
       same: the relative rounding tolerance (``_SAME``).
       out: ``(>= n, J)`` receives the kept rows, in the reference's order.
-      keys, order, tol: scratch, ``(>= n,)`` floats, ``(>= n,)`` integers, ``(J,)`` floats.
+      keys, order: scratch, ``(>= n,)`` floats and integers.
+      tol: ``(J,)`` receives the join's rounding tolerance (:func:`hull_rows` reads it).
 
     Returns:
       The number of kept rows.
@@ -130,6 +134,66 @@ def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.
                 out[kept, c] = rows[j, c]
             kept += 1
     return kept
+
+
+@numba.njit(cache=True, nogil=True)
+def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray) -> tuple[int, int]:
+    """Drop, in place and in order, each row of ``rows[:n]`` that a mix of two other rows covers.
+
+    Row ``j`` is covered where, for two rows ``a``, ``b`` still kept, some ``λ`` in ``[0, 1]`` has
+    ``λ·a + (1-λ)·b >= j - tol`` in every component: ``j·y <= max(a·y, b·y)`` for every ``y >= 0``
+    (within the rounding tolerance), so ``j`` is never the strict maximum
+    (:func:`ppsweep.engine.envelope.prune`, the reference). The rows are taken in order, so a row
+    dropped no longer covers later ones. Each component bounds ``λ``: ``λ·d >= r`` with
+    ``d = a - b`` and ``r = j - tol - b``.
+
+    Args:
+      rows: ``(>= n, J)`` the Pareto-maximal rows (:func:`prune_rows`' output).
+      n: rows.
+      tol: ``(J,)`` the join's rounding tolerance (:func:`prune_rows`' ``tol``).
+
+    Returns:
+      ``(kept, tests)``: the rows kept (first in ``rows``), and the pairs tested (the walk's work).
+    """
+    J = rows.shape[1]
+    tests = 0
+    if n <= 2:
+        return n, tests
+    alive = np.ones(n, dtype=np.bool_)
+    for j in range(n):
+        covered = False
+        for a in range(n):
+            if a == j or not alive[a]:
+                continue
+            for b in range(a + 1, n):
+                if b == j or not alive[b]:
+                    continue
+                tests += 1
+                lo, hi = 0.0, 1.0
+                for c in range(J):
+                    d = rows[a, c] - rows[b, c]
+                    r = rows[j, c] - tol[c] - rows[b, c]
+                    if d > 0.0:
+                        lo = max(lo, r / d)
+                    elif d < 0.0:
+                        hi = min(hi, r / d)
+                    elif r > 0.0:
+                        hi = -1.0
+                    if lo > hi:
+                        break
+                if lo <= hi:
+                    covered = True
+                    break
+            if covered:
+                break
+        alive[j] = not covered
+    kept = 0
+    for j in range(n):
+        if alive[j]:
+            for c in range(J):
+                rows[kept, c] = rows[j, c]
+            kept += 1
+    return kept, tests
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -208,7 +272,8 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                 n = _load(pool, w, count[w], joined, np.int64(0))
                 n = _load(pool, reg_base + dep, count[reg_base + dep], joined, n)
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
-                work += n * n
+                k, tests = hull_rows(kept, k, tol)
+                work += n * n + tests
                 if k > cap:
                     return pool, count, largest, k, work, need
                 largest = max(largest, k)
@@ -234,7 +299,8 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                         node = res_base + held[at, j]
                         n = _load(pool, node, count[node], joined, n)
                     k = prune_rows(joined, n, same, kept, keys, order, tol)
-                    work += n * n
+                    k, tests = hull_rows(kept, k, tol)
+                    work += n * n + tests
                     if k > cap:
                         return pool, count, largest, k, work, need
                     largest = max(largest, k)
@@ -287,8 +353,9 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       pool, the others their own), the largest set kept by a join, the
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
       its pace, first; where not 0 the walk stopped and the sets are empty lists), and the walk's
-      work: the square of the rows entering each join plus the rows of each operation's end, a
-      deterministic count that follows its time;
+      work: the square of the rows entering each join, plus the pairs its hull step tests
+      (:func:`hull_rows`), plus the rows of each operation's end, a deterministic count that
+      follows its time;
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
@@ -334,5 +401,7 @@ def prune(vectors: np.ndarray, same: float) -> np.ndarray:
     vectors = np.ascontiguousarray(vectors, dtype=np.float64)
     n = vectors.shape[0]
     out = np.empty_like(vectors)
-    kept = prune_rows(vectors, n, same, out, np.empty(n), np.empty(n, dtype=np.int64), np.empty(vectors.shape[1]))
+    tol = np.empty(vectors.shape[1])
+    kept = prune_rows(vectors, n, same, out, np.empty(n), np.empty(n, dtype=np.int64), tol)
+    kept, _ = hull_rows(out, kept, tol)
     return out[:kept]
