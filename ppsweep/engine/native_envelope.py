@@ -137,7 +137,7 @@ def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray) -> tuple[int, int]:
+def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray, alive: np.ndarray) -> tuple[int, int]:
     """Drop, in place and in order, each row of ``rows[:n]`` that a mix of two other rows covers.
 
     Row ``j`` is covered where, for two rows ``a``, ``b`` still kept, some ``λ`` in ``[0, 1]`` has
@@ -151,6 +151,7 @@ def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray) -> tuple[int, int]:
       rows: ``(>= n, J)`` the Pareto-maximal rows (:func:`prune_rows`' output).
       n: rows.
       tol: ``(J,)`` the join's rounding tolerance (:func:`prune_rows`' ``tol``).
+      alive: scratch, ``(>= n,)`` booleans.
 
     Returns:
       ``(kept, tests)``: the rows kept (first in ``rows``), and the pairs tested (the walk's work).
@@ -159,7 +160,7 @@ def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray) -> tuple[int, int]:
     tests = 0
     if n <= 2:
         return n, tests
-    alive = np.ones(n, dtype=np.bool_)
+    alive[:n] = True
     for j in range(n):
         covered = False
         for a in range(n):
@@ -246,6 +247,7 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
     joined = np.empty((widest, J))  # a join's rows
     kept = np.empty((widest, J))  # and the rows it keeps
     keys, order, tol = np.empty(widest), np.empty(widest, dtype=np.int64), np.empty(J)
+    alive = np.empty(widest, dtype=np.bool_)
     end = np.empty((1, cap, J))
     arrival = np.empty((p, cap, J))  # this wave's register writes, applied after its last lane
     n_arrival = np.zeros(p, dtype=np.int64)
@@ -272,7 +274,7 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                 n = _load(pool, w, count[w], joined, np.int64(0))
                 n = _load(pool, reg_base + dep, count[reg_base + dep], joined, n)
                 k = prune_rows(joined, n, same, kept, keys, order, tol)
-                k, tests = hull_rows(kept, k, tol)
+                k, tests = hull_rows(kept, k, tol, alive)
                 work += n * n + tests
                 if k > cap:
                     return pool, count, largest, k, work, need
@@ -299,7 +301,7 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
                         node = res_base + held[at, j]
                         n = _load(pool, node, count[node], joined, n)
                     k = prune_rows(joined, n, same, kept, keys, order, tol)
-                    k, tests = hull_rows(kept, k, tol)
+                    k, tests = hull_rows(kept, k, tol, alive)
                     work += n * n + tests
                     if k > cap:
                         return pool, count, largest, k, work, need
@@ -403,5 +405,5 @@ def prune(vectors: np.ndarray, same: float) -> np.ndarray:
     out = np.empty_like(vectors)
     tol = np.empty(vectors.shape[1])
     kept = prune_rows(vectors, n, same, out, np.empty(n), np.empty(n, dtype=np.int64), tol)
-    kept, _ = hull_rows(out, kept, tol)
+    kept, _ = hull_rows(out, kept, tol, np.empty(n, dtype=np.bool_))
     return out[:kept]
