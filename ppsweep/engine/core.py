@@ -1021,8 +1021,9 @@ _FEATURES_MEMO = threading.local()
 #: allows per operation of the table and point of the grid before it scans instead. Chosen from
 #: whole ``+sweep=design`` runs (docs/performance.md, "Issue 30, ninth stop"): since the walk
 #: drops vectors that a mix of two others covers, most walks fit the cap, and a walk costs a cold
-#: run more than the periodic scan of its 256 points; 0.25 keeps the walks that pay in a cold run
-#: and still leaves a warm run well inside its target (2.0, 0.5, 0.2 and 0.1 measured beside it).
+#: run more than the periodic scan of its 256 points. Between 0.2 and 0.5 the cold run no longer
+#: moved within the noise while a warm run stayed 6-8 s inside its target; 2.0 cost cold 15 s,
+#: 0.1 gave the warm gain back (measured beside it).
 ENVELOPE_WORK_PER_OP_POINT = 0.25
 
 #: Work ``auto`` allows the envelope's programme whatever the grid (about a millisecond): below

@@ -372,22 +372,26 @@ def _drop_mixed(v: np.ndarray, tol: np.ndarray) -> np.ndarray:
     n = v.shape[0]
     if n <= 2:
         return v
+    first, second = np.triu_indices(n, 1)  # the pairs (a, b), a < b
+    d = v[first] - v[second]
+    covers = np.empty((n, first.size), dtype=bool)  # covers[j, k]: pair k's mixes cover row j
+    step = max(1, (1 << 21) // max(1, d.size))  # rows at a time: at most about 2 M quotients
+    for j0 in range(0, n, step):
+        rows = v[j0 : j0 + step] - tol
+        lo, hi = np.zeros((rows.shape[0], first.size)), np.ones((rows.shape[0], first.size))
+        possible = np.ones((rows.shape[0], first.size), dtype=bool)
+        for c in range(v.shape[1]):  # one component at a time (numpy reduces a short last axis slowly)
+            dc, rc = d[:, c], rows[:, c, None] - v[second, c]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = rc / dc
+            lo = np.maximum(lo, np.where(dc > 0, ratio, 0.0))
+            hi = np.minimum(hi, np.where(dc < 0, ratio, 1.0))
+            possible &= (dc != 0) | (rc <= 0)
+        covers[j0 : j0 + step] = possible & (lo <= hi)
     alive = np.ones(n, dtype=bool)
-    for j in range(n):
-        others = np.flatnonzero(alive)
-        others = others[others != j]
-        first, second = np.triu_indices(others.size, 1)
-        if first.size == 0:
-            continue
-        a, b = v[others[first]], v[others[second]]
-        d = a - b
-        r = v[j] - tol - b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = r / d
-        lo = np.where(d > 0, ratio, 0.0).max(axis=1, initial=0.0)
-        hi = np.where(d < 0, ratio, 1.0).min(axis=1, initial=1.0)
-        blocked = ((d == 0) & (r > 0)).any(axis=1)
-        alive[j] = not np.any((lo <= hi) & ~blocked)
+    for j in range(n):  # in order: a row dropped covers no later one
+        usable = alive[first] & alive[second] & (first != j) & (second != j)
+        alive[j] = not np.any(covers[j] & usable)
     return v[alive]
 
 
