@@ -821,26 +821,19 @@ def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check):
 def _evaluate_in_parts(ys, rows, finish, band, part, *, batch, comm_idx, check):
     """:func:`_evaluate_jit`'s ``(t, hi, lo, fin)`` over parts of ``part`` rows (and of each worker's
     rows), each compiled on its own: maxima and minima of the parts' are the same bits."""
-    t = _combine(jnp.maximum, [_max_jit(ys, rows[i : i + part], batch=batch) for i in range(0, rows.shape[0], part)])
+    t = functools.reduce(jnp.maximum, [_max_jit(ys, rows[i : i + part], batch=batch) for i in range(0, rows.shape[0], part)])
     if check:
         spans = [_span_jit(ys, rows[i : i + part], t, band, batch=batch, comm_idx=comm_idx)
                  for i in range(0, rows.shape[0], part)]
-        hi, lo = _combine(jnp.maximum, [h for h, _ in spans]), _combine(jnp.minimum, [low for _, low in spans])
+        hi, lo = functools.reduce(jnp.maximum, [h for h, _ in spans]), functools.reduce(jnp.minimum, [low for _, low in spans])
     else:
         hi, lo = _first_comm_jit(ys, rows[0], batch=batch, comm_idx=comm_idx), None
     fin = None
     if finish is not None:  # (p, K_w, J): the parts along the workers' vectors
-        by_vector = jnp.moveaxis(finish, 1, 0)
-        fin = _combine(jnp.maximum, [_max_jit(ys, by_vector[i : i + part], batch=batch)
-                                     for i in range(0, by_vector.shape[0], part)])
+        by_vector = np.moveaxis(finish, 1, 0)
+        fin = functools.reduce(jnp.maximum, [_max_jit(ys, by_vector[i : i + part], batch=batch)
+                                             for i in range(0, by_vector.shape[0], part)])
     return t, hi, lo, fin
-
-
-def _combine(op, parts):
-    out = parts[0]
-    for x in parts[1:]:
-        out = op(out, x)
-    return out
 
 
 @functools.partial(jax.jit, static_argnames=("batch",))
