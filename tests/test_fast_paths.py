@@ -335,7 +335,7 @@ def test_native_row_sum_is_numpys():
     rng = np.random.default_rng(7)
     for n in range(1, 129):
         rows = rng.standard_normal((4, n)) * 10.0 ** rng.uniform(-8, 3, (4, n))
-        assert [row_sum(rows, i) for i in range(4)] == rows.sum(axis=1).tolist(), n
+        assert [row_sum(rows, i, n) for i in range(4)] == rows.sum(axis=1).tolist(), n
 
 
 def _cost_model_weights(program) -> tuple[np.ndarray, np.ndarray]:
