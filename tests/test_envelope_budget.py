@@ -1,5 +1,5 @@
 """The envelope's work budget (ppsweep.engine.core.envelope_budget): ``auto`` scans where the
-programme would cost more than the scan of the grid's points, a backend asked for by name has no
+programme's work passes its budget for the grid's points, a backend asked for by name has no
 budget, and the on-disk cache answers a budget exactly as a build with that budget would."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_auto_scans_past_the_budget_and_the_envelope_by_name_ignores_it(monkeypa
     monkeypatch.setattr(core, "ENVELOPE_MIN_WORK", 1)
     monkeypatch.setattr(core, "ENVELOPE_WORK_PER_OP_POINT", 1e-6)
     auto = _run(table)
-    assert auto.backend == "periodic_scan" and "more than the scan" in auto.reason
+    assert auto.backend == "periodic_scan" and "budget of work" in auto.reason
     scan = _run(table, "native_scan")  # too short for a run to step over: the plain scan's bits
     assert np.array_equal(auto.t_sim, scan.t_sim) and np.array_equal(auto.comm_time, scan.comm_time)
     assert _run(table, "envelope").backend == "envelope"

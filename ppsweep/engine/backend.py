@@ -15,7 +15,7 @@ A *backend* computes :class:`SimResult` for one table over a grid of points of i
 ``simulate(table, costs, mode, backend="auto")`` asks :func:`choose`: ``auto`` takes the
 supporting backend of highest :attr:`Backend.priority` (``None``: never automatic) that does not
 decline the case as not worth it (an optional ``auto_refusal``, same arguments as
-:meth:`Backend.supports`: the envelope where its programme would cost more than the scan), ``scan`` the
+:meth:`Backend.supports`: the envelope where its programme passes a budget of work per operation and point), ``scan`` the
 same among the scans; a named backend runs if it supports the case, else a ValueError gives its
 reason. The result says which backend ran and why (:attr:`SimResult.backend`, :attr:`SimResult.reason`).
 

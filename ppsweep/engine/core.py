@@ -950,8 +950,8 @@ class EnvelopeBackend:
 
     def auto_refusal(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
                      worker_node: tuple[int, ...] | None = None) -> str | None:
-        """Why ``auto`` should scan instead: :meth:`supports`' reasons, or a programme that would cost
-        more than the scan of the grid's points (its work past :func:`envelope_budget`)."""
+        """Why ``auto`` should scan instead: :meth:`supports`' reasons, or a programme whose work passes
+        :func:`envelope_budget` (a budget per operation and point of the grid, chosen from measured runs)."""
         budget = envelope_budget(compiled_for(table).program, int(np.prod(costs.batch, dtype=np.int64)))
         return self._refusal(table, costs, mode, noise, cap, worker_node, budget)
 
@@ -964,7 +964,7 @@ class EnvelopeBackend:
             return refused
         built = self._built(table, costs, mode, cap, worker_node, budget)
         if isinstance(built[1], _envelope.EnvelopeOverBudget):
-            return f"its programme would cost more than the scan ({built[1]})"
+            return f"its programme passes auto's budget of work for this grid ({built[1]})"
         if isinstance(built[1], _envelope.EnvelopeTooLarge):
             return f"needs more than cap={cap} vectors"
         return None
