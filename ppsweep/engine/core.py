@@ -1023,7 +1023,8 @@ _FEATURES_MEMO = threading.local()
 #: drops vectors that a mix of two others covers, most walks fit the cap, and a walk costs a cold
 #: run more than the periodic scan of its 256 points. Between 0.2 and 0.5 the cold run no longer
 #: moved within the noise while a warm run stayed 6-8 s inside its target; 2.0 cost cold 15 s,
-#: 0.1 gave the warm gain back (measured beside it).
+#: 0.1 gave the warm gain back (measured beside it). Measured again at the tenth stop, with the walk
+#: 1.23x faster: 0.4 and 0.6 still cost cold time (docs/performance.md, "Issue 30, tenth stop").
 ENVELOPE_WORK_PER_OP_POINT = 0.25
 
 #: Work ``auto`` allows the envelope's programme whatever the grid (about a millisecond): below
