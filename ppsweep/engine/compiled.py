@@ -179,6 +179,11 @@ class CompiledTable:
         """Hash of the table's content (:func:`ppsweep.tables.digest.table_digest`, which keeps it per table)."""
         return table_digest(self._table())
 
+    @property
+    def table_name(self) -> str:
+        """The schedule's name (with its options, as the table keeps it)."""
+        return self._table().name
+
     def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:
         """A value derived from the program and the table, built once by ``make(program, table)``
         and kept under ``name`` (e.g. the scan's noise layout, :mod:`ppsweep.engine.core`)."""

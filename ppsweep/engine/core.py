@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ import numpy as np
 from ppsweep import engine_threads
 from ppsweep.engine import envelope as _envelope
 from ppsweep.engine import reference as _reference
+from ppsweep.engine import scan_tally
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
 from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
@@ -478,13 +480,27 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
     step_tier = tiers.lane_tier(steps.link)
     run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy, runs)  # noqa: E731
+    if scan_tally.active():
+        run = _timed(run)
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(run, ranges))
+            ran = list(pool.map(run, ranges))
     else:
-        for r in ranges:
-            run(r)
+        ran = [run(r) for r in ranges]
+    if scan_tally.active():
+        scan_tally.record((compiled.table_name, program.p, mode), sum(seconds for _, seconds in ran),
+                          steps.wave_start.shape[0] - 1, n, sum(counts for counts, _ in ran))
     return out
+
+
+def _timed(run: Any) -> Any:
+    """``run`` (one range of points of :func:`_run_native`) returning its counts and its seconds."""
+    def timed(r: tuple[int, int]) -> tuple[np.ndarray, float]:
+        start = time.perf_counter()
+        counts = run(r)
+        return counts, time.perf_counter() - start
+
+    return timed
 
 
 def _runs_shape(compiled: CompiledTable, mode: str, steps: Any) -> str:
