@@ -1,4 +1,4 @@
-"""Where a sweep's compiled scans spend their time: by mode and p, then by schedule.
+"""Where a sweep's compiled scans spend their time: by mode and p, then by schedule family.
 
     python scripts/scan_profile.py                        # +sweep=design (about 2 minutes, one evaluator)
     python scripts/scan_profile.py +sweep=bandwidth p=[8]  # any sweep, with Hydra overrides
@@ -9,9 +9,10 @@ caches empty (a temporary directory, unless ``--caches DIR``), inside
 table and a mode the envelope did not take), the seconds in the compiled loop (summed over its
 threads), the share of the tables' waves × points the loop computed (``scanned``: the periodic scan
 stepped over the rest) and the steps over a run per point (``steps/pt``: one a point and run, so a
-table with two runs can pass 1). A point that
+table with two runs can pass 1). Then the same by schedule family (a variant with options, such as
+``chimera@split=1:2``, counts under its family). A point that
 never steps is scanned through every wave; one that steps still scans the table's fill and drain,
-the spans its check needs before the step and the span it checks after it. Then the same by schedule.
+the spans its check needs before the step and the span it checks after it.
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ class CompiledTable:
 
     @property
     def table_name(self) -> str:
-        """The schedule's name (with its options, as the table keeps it)."""
+        """The table's schedule name (its family: a variant with options has its family's name)."""
         return self._table().name
 
     def derived(self, name: str, make: Callable[[Program, ScheduleTable], Any]) -> Any:

@@ -480,14 +480,15 @@ def _run_native(compiled: CompiledTable, mode: str, point: _Point, dtype: np.dty
     ranges = [(lo, min(lo + per_range, n)) for lo in range(0, n, per_range)]
     step_tier = tiers.lane_tier(steps.link)
     run = lambda r: run_points(steps, step_tier, dur_t, alpha, wire, sync_dur, t_opt, TIE_TOLERANCE[dtype], tile, out, *r, noisy, runs)  # noqa: E731
-    if scan_tally.active():
+    tallying = scan_tally.active()  # decided once: a tally opened meanwhile waits for the next scan
+    if tallying:
         run = _timed(run)
     if workers > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             ran = list(pool.map(run, ranges))
     else:
         ran = [run(r) for r in ranges]
-    if scan_tally.active():
+    if tallying:
         scan_tally.record((compiled.table_name, program.p, mode), sum(seconds for _, seconds in ran),
                           steps.wave_start.shape[0] - 1, n, sum(counts for counts, _ in ran))
     return out
