@@ -66,13 +66,8 @@ def main() -> None:
     by_mode_p: dict = defaultdict(ScanTally)
     by_schedule: dict = defaultdict(ScanTally)
     for (schedule, p, mode), t in tally.items():
-        for into in (by_mode_p[(mode, p)], by_schedule[schedule]):
-            into.scans += t.scans
-            into.seconds += t.seconds
-            into.wave_points += t.wave_points
-            into.scanned += t.scanned
-            into.points += t.points
-            into.stepped += t.stepped
+        by_mode_p[(mode, p)].add(t)
+        by_schedule[schedule].add(t)
     if not total:
         print("no compiled scan ran (the envelope took every pair, or another backend ran)")
         return

@@ -3,12 +3,14 @@
 Inside :func:`tallied`, every run of the compiled scan (:func:`ppsweep.engine.core._run_native`)
 adds its figures under its table's schedule, ``p`` and mode: how many waves × points its table has,
 how many the loop computed (the periodic scan steps over the rest), how many steps over a run its
-points took, and the loop's seconds. Outside it, a scan pays one attribute read. Nothing here changes a result.
+points took, and the loop's seconds. Outside it, a scan pays one check of a module variable.
+Nothing here changes a result.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Iterator
@@ -36,6 +38,11 @@ class ScanTally:
     scanned: int = 0
     points: int = 0
     stepped: int = 0
+
+    def add(self, other: "ScanTally") -> None:
+        """Add ``other``'s figures to these, field by field."""
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
 _LOCK = threading.Lock()
@@ -73,13 +80,7 @@ def record(key: tuple[str, int, str], seconds: float, n_waves: int, points: int,
     ``key``; nothing outside :func:`tallied`."""
     from ppsweep.engine.native_scan import STEPPED, WAVE_POINTS
 
+    scan = ScanTally(1, seconds, n_waves * points, int(counts[WAVE_POINTS]), points, int(counts[STEPPED]))
     with _LOCK:
-        if _ACTIVE is None:
-            return
-        entry = _ACTIVE.setdefault(key, ScanTally())
-        entry.scans += 1
-        entry.seconds += seconds
-        entry.wave_points += n_waves * points
-        entry.scanned += int(counts[WAVE_POINTS])
-        entry.points += points
-        entry.stepped += int(counts[STEPPED])
+        if _ACTIVE is not None:
+            _ACTIVE.setdefault(key, ScanTally()).add(scan)
