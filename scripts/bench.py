@@ -10,7 +10,7 @@
     python scripts/bench.py --skip-table --peers   # ppsweep beside the peers a user would pick, same grid, one run
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
-    python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end, cold then warm (minutes)
+    python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end: cold, warm, then cold with numba's kernels compiled (minutes)
     python scripts/bench.py --skip-table --periodic   # the periodic scan beside the plain compiled scan (minutes)
     python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
 
@@ -717,15 +717,21 @@ _USER_ENV = dict(os.environ)
 #: The on-disk caches a sweep reads and fills: environment variables, and the JAX one as an override.
 CACHE_ENVS = ("PPSWEEP_TABLE_CACHE", "PPSWEEP_ENVELOPE_CACHE")
 
+#: Where numba keeps its compiled kernels (else beside the source, in the checkout's __pycache__,
+#: which a second bench in the same checkout would find filled: its "cold" run would compile nothing).
+NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
+
 
 def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: str = "",
-                results_dir: Path | None = None) -> dict:
+                results_dir: Path | None = None, kernels: Path | None = None) -> dict:
     """``python -m ppsweep +sweep=<name>`` into a temporary results_dir, in a fresh process.
 
     Args:
       name: the sweep; extra: more overrides.
-      caches: a directory for every on-disk cache the run uses (tables, envelopes, JAX's
-        compiled code; empty: a cold run, filled by an earlier run: warm); None: the user's.
+      caches: a directory for every on-disk cache the run uses (tables, envelopes, JAX's and
+        numba's compiled code; empty: a cold run, filled by an earlier run: warm); None: the user's.
+      kernels: where numba's compiled kernels are kept, in place of ``caches``' own (a cold run
+        with the kernels an earlier run compiled).
       label: printed after the sweep's name (``cold``, ``warm``).
       results_dir: where the store goes (kept); None: a temporary directory.
 
@@ -742,6 +748,7 @@ def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: 
     if caches is not None:
         for var in CACHE_ENVS:
             env[var] = str(caches / var.rsplit("_", 2)[1].lower())
+        env[NUMBA_CACHE_ENV] = str(kernels if kernels is not None else caches / "numba")
         cache_args = [f"engine.compilation_cache={caches / 'jax'}"]
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = results_dir if results_dir is not None else tmp
@@ -777,18 +784,34 @@ def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: 
             "split": tuple(float(x) for x in split.groups()) if split else None}
 
 
-def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, list[str]], ...] = ()) -> list[dict]:
-    """The sweep with every on-disk cache empty (cold), then again with what it left (warm), then
-    each ``(label, overrides)`` of ``more`` with the same (warm) caches.
+def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, list[str]], ...] = (),
+                          kernels_compiled: bool = False) -> list[dict]:
+    """The sweep with every on-disk cache empty (cold, as after an upgrade: numba compiles its
+    kernels too), then again with what it left (warm), then each ``(label, overrides)`` of ``more``
+    with the same (warm) caches.
+
+    Args:
+      name, extra: the sweep and more overrides.
+      more: further runs on the warm caches.
+      kernels_compiled: then once more with empty caches but numba's kernels as the cold run left
+        them: the cold run less numba's compiling, measured.
 
     Returns:
-      The cold run's figures, the warm run's, then those of ``more`` (as :func:`bench_sweep`).
+      The cold run's figures, the warm run's, those of ``more``, then the last run's where
+      ``kernels_compiled`` (as :func:`bench_sweep`).
     """
     with tempfile.TemporaryDirectory() as caches:
-        cold = bench_sweep(name, extra, Path(caches), "cold (tables, envelopes and JAX's compiled code: empty caches)")
+        cold = bench_sweep(name, extra, Path(caches), "cold (tables, envelopes, JAX's and numba's compiled code: empty caches)")
         warm = bench_sweep(name, extra, Path(caches), "warm (the same caches, filled by the cold run)")
         print(f"  warm against cold, same bench run: {cold['wall'] / warm['wall']:.2f}x faster end to end")
         others = [bench_sweep(name, extra + overrides, Path(caches), label) for label, overrides in more]
+        if kernels_compiled:
+            with tempfile.TemporaryDirectory() as empty:
+                compiled = bench_sweep(name, extra, Path(empty), "cold but for numba's kernels (compiled by the cold run)",
+                                       kernels=Path(caches) / "numba")
+            print(f"  numba's compiling in the cold run, same bench run: {cold['wall'] - compiled['wall']:.1f} s of wall, "
+                  f"{cold['cpu'] - compiled['cpu']:.1f} CPU s")
+            others.append(compiled)
     return [cold, warm, *others]
 
 
@@ -810,6 +833,7 @@ def print_targets(figures: dict) -> None:
         ("  the same, warm caches (second run)", "<= 120", figures.get("design_warm"), None, 120, True),
         ("  issue 30's target, cold caches", "<= 60", figures.get("design"), None, 60, True),
         ("  issue 30's target, warm caches", "<= 40", figures.get("design_warm"), None, 40, True),
+        ("  cold but for numba's kernels (not a target)", "<= 60", figures.get("design_kernels"), None, 60, True),
         ("scan, p=8 m=32 f64 mixed overlap, points/s", ">= 1 M", figures.get("scan"), 243e3, 1e6, False),
         ("envelope, p=8 m=32 f64 mixed overlap, points/s", ">= 300 M", figures.get("envelope"), 129e6, 300e6, False),
         ("cores busy during +sweep=million (of 2)", "2", figures.get("cores"), None, 1.8, False),
@@ -990,8 +1014,9 @@ def main() -> None:
             print(f"  the default engine.workers against engine.workers=1, both warm, same run: {one[0]['wall'] / warm['wall']:.2f}x "
                   f"the points/s, {warm['cores'] / one[0]['cores']:.2f}x the cores busy")
     if args.design:
-        design, warm = bench_sweep_cold_warm("design", [])
+        design, warm, compiled = bench_sweep_cold_warm("design", [], kernels_compiled=True)
         figures["design"], figures["design_warm"] = design["wall"], warm["wall"]
+        figures["design_kernels"] = compiled["wall"]
     if args.large:
         n_latency = 1000
         n_bandwidth = -(-args.large_points // (len(SCHEDULES) * 2 * n_latency))

@@ -1,0 +1,26 @@
+"""``scripts/bench.py``'s cold run starts from empty caches, numba's compiled kernels included.
+
+numba keeps a kernel beside its source unless ``NUMBA_CACHE_DIR`` says otherwise, so a bench that
+left numba alone measured a "cold" run with the kernels an earlier run in the same checkout had
+compiled. A real run of a small sweep through the bench checks that its kernels land in the bench's
+own cache directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import bench  # noqa: E402
+
+
+def test_cold_run_compiles_numba_kernels_into_the_bench_caches(tmp_path: Path) -> None:
+    caches = tmp_path / "caches"
+    figures = bench.bench_sweep("bandwidth", ["schedules=[1f1b]", "p=[4]", "m=[8]", "engine.workers=1"], caches, "cold")
+    assert figures["points"] == 64 * 5
+    # numba names each kernel's files after its module and function. In one evaluator a kernel is
+    # compiled when first used: this sweep's envelopes take the walk's (its points need no scan).
+    compiled = {path.name.split("-")[0] for path in (caches / "numba").rglob("*.nbi")}
+    assert "native_envelope._waves" in compiled
