@@ -47,7 +47,8 @@ def evaluate_both(env, feats, dtype, finish, monkeypatch):
     tol = 1e-12 if dtype == np.float64 else 1e-6
     pruned = env_mod.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=tol)
     with monkeypatch.context() as m:
-        m.setattr(env_mod, "_box_keep", lambda vectors, *args, **kwargs: np.ones(vectors.shape[0], dtype=bool))
+        # every pruning (the step-time vectors' and each worker's finish vectors') goes through _box_keep_each
+        m.setattr(env_mod, "_box_keep_each", lambda sets, *args, **kwargs: [np.ones(v.shape[0], dtype=bool) for v in sets])
         full = env_mod.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=tol)
     return pruned, full
 
@@ -91,6 +92,54 @@ def test_box_keep_drops_only_vectors_below_the_band():
     assert env_mod._box_keep(vectors, lo, hi, band, np.float32).tolist() == [True, True, False, True, True]
     # an infinite bound decides nothing
     assert env_mod._box_keep(vectors, lo, np.array([1.0, np.inf, 1.0]), band).all()
+
+
+def box_rule(vectors, lo, hi, band, dtype, margin):
+    """The rule of ``_box_keep`` written plainly for one set: row k is dropped where another row i
+    exceeds it by more than ``(band + margin) · top`` at every point of the box."""
+    rows = vectors.astype(dtype).astype(np.float64)
+    keep = np.ones(rows.shape[0], dtype=bool)
+    with np.errstate(invalid="ignore", over="ignore"):
+        top = max((float(np.maximum(np.abs(r * lo), np.abs(r * hi)).sum()) for r in rows), default=0.0)
+        if any(np.isnan(float(np.maximum(np.abs(r * lo), np.abs(r * hi)).sum())) for r in rows):
+            top = float("nan")
+        rounding = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
+        for k in range(rows.shape[0]):
+            for i in range(rows.shape[0]):
+                d = rows[i] - rows[k]
+                if np.minimum(d * lo, d * hi).sum() > (band + rounding) * top:
+                    keep[k] = False
+    return keep
+
+
+@pytest.mark.parametrize("elements", [None, 200])
+def test_box_keep_each_gives_every_set_its_own_rule(elements, monkeypatch):
+    # Sets of 0 to 13 rows stacked together (as the workers' finish vectors are): each set's mask is
+    # the rule on that set alone, however the others pad it; near ties, zeros, negative rows,
+    # infinite bounds, float32 and no margin included; with a small limit, stacked a few at a time.
+    if elements is not None:
+        monkeypatch.setattr(env_mod, "_BOX_KEEP_ELEMENTS", elements)
+    rng = np.random.default_rng(30)
+    compared = dropped = 0
+    for trial in range(300):
+        J = int(rng.choice([1, 3, 5, 9]))
+        sets = []
+        for _ in range(int(rng.integers(1, 10))):
+            v = rng.random((int(rng.integers(0, 14)), J)) * 10.0 ** rng.integers(-3, 3, size=(1, J))
+            v[rng.random(v.shape) < 0.2] = 0.0
+            if v.shape[0] > 1 and rng.random() < 0.3:
+                v[1] = v[0] * (1 + 1e-15)
+            sets.append(-v if rng.random() < 0.1 else v)
+        lo = rng.random(J) * 10.0 ** rng.integers(-9, 0, size=J)
+        hi = lo * (1 + rng.random(J) * rng.choice([0.0, 1.0, 100.0], size=J))
+        if rng.random() < 0.05:
+            hi[rng.integers(J)] = np.inf
+        band, dtype, margin = float(rng.choice([0.0, 1e-12, 1e-3, 0.2])), rng.choice([np.float64, np.float32]), rng.random() < 0.8
+        for v, keep in zip(sets, env_mod._box_keep_each(tuple(sets), lo, hi, band, dtype, margin)):
+            assert keep.tolist() == box_rule(v, lo, hi, band, dtype, margin).tolist()
+            compared += 1
+            dropped += int((~keep).sum())
+    assert compared > 1000 and dropped > 100  # the rule did drop rows
 
 
 def test_tie_form_follows_the_vectors_that_can_be_maximal():

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -613,12 +615,12 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
     # node). float32 rounds at 1e-7, so vectors closer than its tie tolerance cannot be ordered:
     # those points go to the (float32) scan too.
     band = float(env.depth) * tie_rtol if dtype == np.float64 else tie_rtol
-    compute = _compute_time(env, ys, batch, dtype)
+    compute = _shared_compute_time(env, feats, ys, batch, dtype)
     # First the vectors that can matter anywhere on the grid (_box_keep: exact), then, where many
     # remain, block by block.
     lo, hi = _box(ys)
     vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band, dtype)]
-    fins = tuple(f[_box_keep(f, lo, hi, band, dtype)] for f in env.finish) if finish else None
+    fins = tuple(f[keep] for f, keep in zip(env.finish, _box_keep_each(env.finish, lo, hi, band, dtype))) if finish else None
     # Where and how the grid is cut, and which form each part's comm_time takes (_tie_form),
     # follow the envelope as compiled, not the vectors kept, so that no bit changes with pruning.
     many = env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS)
@@ -634,7 +636,7 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
         shape = tuple(len(range(*sl.indices(n))) for sl, n in zip(block, batch))
         lo, hi = _box(sub)
         block_vectors = vectors[_box_keep(vectors, lo, hi, band, dtype)]
-        block_fins = tuple(f[_box_keep(f, lo, hi, band, dtype)] for f in fins) if finish else None
+        block_fins = tuple(f[keep] for f, keep in zip(fins, _box_keep_each(fins, lo, hi, band, dtype))) if finish else None
         check = _tie_form(env.t_sim, env.comm, (lo, hi, band))
         r = _evaluate_block(env, block_vectors, block_fins, sub, shape, dtype, band, tie_rtol, compute, check)
         t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
@@ -704,15 +706,48 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
     Returns:
       ``(K,)`` True for the rows to keep.
     """
-    if vectors.shape[0] <= 1:
-        return np.ones(vectors.shape[0], dtype=bool)
-    rows = vectors.astype(dtype).astype(np.float64)  # the rows the evaluation multiplies
-    diff = rows[:, None, :] - rows[None, :, :]
+    return _box_keep_each((vectors,), lo, hi, band, dtype, margin)[0]
+
+
+def _box_keep_each(sets: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any = np.float64,
+                   margin: bool = True) -> list[np.ndarray]:
+    """:func:`_box_keep` of each of ``sets`` (``(K_i, J)`` rows each; a worker's finish vectors, one set
+    a worker): the sets of more than one row are stacked and computed together, as many at once as
+    :data:`_BOX_KEEP_ELEMENTS` allows, with the same masks (:func:`_box_keep_stacked`)."""
+    masks = [np.ones(v.shape[0], dtype=bool) for v in sets]
+    many = [i for i, v in enumerate(sets) if v.shape[0] > 1]
+    if not many:
+        return masks
+    size, width = max(sets[i].shape[0] for i in many), sets[many[0]].shape[1]
+    per_part = max(1, _BOX_KEEP_ELEMENTS // (size * size * width))
+    for part in range(0, len(many), per_part):
+        chosen = many[part : part + per_part]
+        for i, keep in zip(chosen, _box_keep_stacked([sets[i] for i in chosen], size, lo, hi, band, dtype, margin)):
+            masks[i] = keep
+    return masks
+
+
+#: Most elements of one stacked difference array of :func:`_box_keep_each` (``sets × K × K × J``; 8 MiB in float64).
+_BOX_KEEP_ELEMENTS = 1 << 20
+
+
+def _box_keep_stacked(sets: list[np.ndarray], size: int, lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any,
+                      margin: bool) -> list[np.ndarray]:
+    """:func:`_box_keep` of each of ``sets`` (each of 2 to ``size`` rows), stacked: a set's padding rows
+    count 0 in its ``top`` and their NaN differences drop nothing, so each mask is the set's own."""
+    rows = np.zeros((len(sets), size, sets[0].shape[1]))
+    real = np.zeros(rows.shape[:2], dtype=bool)
+    for n, v in enumerate(sets):
+        rows[n, : v.shape[0]] = v.astype(dtype)  # the rows the evaluation multiplies, in float64
+        real[n, : v.shape[0]] = True
     with np.errstate(invalid="ignore", over="ignore"):  # infinite bounds: NaN comparisons drop nothing
-        least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[i, k] = min over the box of (c_i - c_k)·y
-        top = float(np.maximum(np.abs(rows * lo), np.abs(rows * hi)).sum(axis=1).max())
-        rounding = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
-        return ~(least > (band + rounding) * top).any(axis=0)
+        top = np.where(real, np.maximum(np.abs(rows * lo), np.abs(rows * hi)).sum(axis=2), 0.0).max(axis=1)
+        rows = np.where(real[..., None], rows, np.nan)
+        diff = rows[:, :, None, :] - rows[:, None, :, :]
+        least = np.minimum(diff * lo, diff * hi).sum(axis=-1)  # least[., i, k] = min over the box of (c_i - c_k)·y
+        rounding = 8.0 * (rows.shape[2] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
+        drop = (least > ((band + rounding) * top)[:, None, None]).any(axis=1)
+    return [~drop[n, : v.shape[0]] for n, v in enumerate(sets)]
 
 
 def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.ndarray, float] | None = None) -> bool:
@@ -740,6 +775,24 @@ def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.n
     if box is not None:
         vectors = vectors[_box_keep(vectors, *box, margin=False)]
     return bool(vectors.shape[0] > 1 and np.ptp(vectors[:, comm], axis=0).max(initial=0.0) > 0)
+
+
+def _shared_compute_time(env: Envelope, feats: Features, ys: tuple[np.ndarray, ...], batch: tuple[int, ...],
+                         dtype: np.dtype) -> np.ndarray:
+    """:func:`_compute_time`, the last one computed on this thread given again where it is asked for
+    the same features, compute vector, shape and dtype: the envelopes of a table's modes share their
+    features and their compute vector (the program's), so a sweep computes each table's once."""
+    key = (env.compute.tobytes(), env.comm.tobytes(), batch, dtype)
+    last = getattr(_COMPUTE_MEMO, "last", None)  # (features weakly, key, compute_time)
+    if last is not None and last[0]() is feats and last[1] == key:
+        return last[2]
+    compute = _compute_time(env, ys, batch, dtype)
+    _COMPUTE_MEMO.last = (weakref.ref(feats), key, compute)
+    return compute
+
+
+#: One-entry memo of :func:`_shared_compute_time` per thread.
+_COMPUTE_MEMO = threading.local()
 
 
 def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -255,9 +255,19 @@ def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, 
 
 def order_handled(order: ScheduleOrder) -> bool:
     """Whether the array path realizes ``order`` itself (:func:`realize_fast`): operations of kinds
-    F, B, I, W (F&B with its halves), each half in range. Others go to the reference."""
+    F, B, I, W (F&B with its halves), each half in range. Others go to the reference. The last
+    order's answer is kept with its arrays (the choice of path asks, then :func:`realize_fast`)."""
+    last = getattr(_LAST_HANDLED, "value", None)
+    if last is not None and last[0]() is order:
+        return last[1]
     ops = _order_arrays(order)
-    return len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+    handled = len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+    _LAST_HANDLED.value = (weakref.ref(order), handled)
+    return handled
+
+
+#: The last order :func:`order_handled` answered for (weakly) and its answer, per thread.
+_LAST_HANDLED = threading.local()
 
 
 def array_path_handles(table: ScheduleTable) -> bool:
@@ -303,6 +313,7 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     _OPS[table] = OpArrays(worker=ops.worker, start=start, slots=slots, kind=ops.kind, micro=ops.micro, stage=ops.stage,
                            micro2=ops.micro2, stage2=ops.stage2)
     _INPUTS[table] = inputs
+    _HANDLED[table] = True  # array_path_handles' answer: these operations, well formed (order_handled)
     return table
 
 
