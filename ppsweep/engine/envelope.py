@@ -620,7 +620,7 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
     # remain, block by block.
     lo, hi = _box(ys)
     vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band, dtype)]
-    fins = tuple(f[keep] for f, keep in zip(env.finish, _box_keep_each(env.finish, lo, hi, band, dtype))) if finish else None
+    fins = _box_kept(env.finish, lo, hi, band, dtype) if finish else None
     # Where and how the grid is cut, and which form each part's comm_time takes (_tie_form),
     # follow the envelope as compiled, not the vectors kept, so that no bit changes with pruning.
     many = env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS)
@@ -636,7 +636,7 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
         shape = tuple(len(range(*sl.indices(n))) for sl, n in zip(block, batch))
         lo, hi = _box(sub)
         block_vectors = vectors[_box_keep(vectors, lo, hi, band, dtype)]
-        block_fins = tuple(f[keep] for f, keep in zip(fins, _box_keep_each(fins, lo, hi, band, dtype))) if finish else None
+        block_fins = _box_kept(fins, lo, hi, band, dtype) if finish else None
         check = _tie_form(env.t_sim, env.comm, (lo, hi, band))
         r = _evaluate_block(env, block_vectors, block_fins, sub, shape, dtype, band, tie_rtol, compute, check)
         t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
@@ -706,20 +706,27 @@ def _box_keep(vectors: np.ndarray, lo: np.ndarray, hi: np.ndarray, band: float, 
     Returns:
       ``(K,)`` True for the rows to keep.
     """
-    return _box_keep_each((vectors,), lo, hi, band, dtype, margin)[0]
+    keep = _box_keep_each((vectors,), lo, hi, band, dtype, margin)[0]
+    return np.ones(vectors.shape[0], dtype=bool) if keep is None else keep
+
+
+def _box_kept(sets: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any) -> tuple[np.ndarray, ...]:
+    """The rows of each of ``sets`` that :func:`_box_keep` keeps (a set of one row or none as it is)."""
+    return tuple(v if keep is None else v[keep] for v, keep in zip(sets, _box_keep_each(sets, lo, hi, band, dtype)))
 
 
 def _box_keep_each(sets: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, band: float, dtype: Any = np.float64,
-                   margin: bool = True) -> list[np.ndarray]:
+                   margin: bool = True) -> list[np.ndarray | None]:
     """:func:`_box_keep` of each of ``sets`` (``(K_i, J)`` rows each; a worker's finish vectors, one set
-    a worker): the sets of more than one row are stacked and computed together, as many at once as
-    :data:`_BOX_KEEP_ELEMENTS` allows, with the same masks (:func:`_box_keep_stacked`)."""
-    masks = [np.ones(v.shape[0], dtype=bool) for v in sets]
+    a worker), None for a set of one row or none (kept whole): the sets of more than one row are
+    stacked and computed together, as many at once as :data:`_BOX_KEEP_ELEMENTS` allows, with the
+    same masks (:func:`_box_keep_stacked`)."""
+    masks: list[np.ndarray | None] = [None] * len(sets)
     many = [i for i, v in enumerate(sets) if v.shape[0] > 1]
     if not many:
         return masks
     size, width = max(sets[i].shape[0] for i in many), sets[many[0]].shape[1]
-    per_part = max(1, _BOX_KEEP_ELEMENTS // (size * size * width))
+    per_part = max(1, _BOX_KEEP_ELEMENTS // max(1, size * size * width))
     for part in range(0, len(many), per_part):
         chosen = many[part : part + per_part]
         for i, keep in zip(chosen, _box_keep_stacked([sets[i] for i in chosen], size, lo, hi, band, dtype, margin)):
@@ -823,7 +830,11 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
     if finish is not None:
         size = max(f.shape[0] for f in finish)
         size = 1 << max(0, (size - 1).bit_length())
-        fin = np.stack([np.concatenate([f, np.repeat(f[:1], size - f.shape[0], axis=0)]) for f in finish]).astype(dtype)
+        # each worker's rows, then its first row again up to ``size`` (a maximum it does not change)
+        counts = np.array([f.shape[0] for f in finish])
+        first = np.cumsum(counts) - counts
+        slot = np.arange(size)
+        fin = np.concatenate(finish)[np.where(slot < counts[:, None], first[:, None] + slot, first[:, None])].astype(dtype)
     # The band is an argument, not a constant: it depends on the table's depth, and one
     # compiled evaluation then serves every table of the same shape.
     rows = _pad_rows(vectors).astype(dtype)
