@@ -100,9 +100,8 @@ def box_rule(vectors, lo, hi, band, dtype, margin):
     rows = vectors.astype(dtype).astype(np.float64)
     keep = np.ones(rows.shape[0], dtype=bool)
     with np.errstate(invalid="ignore", over="ignore"):
-        top = max((float(np.maximum(np.abs(r * lo), np.abs(r * hi)).sum()) for r in rows), default=0.0)
-        if any(np.isnan(float(np.maximum(np.abs(r * lo), np.abs(r * hi)).sum())) for r in rows):
-            top = float("nan")
+        sums = [float(np.maximum(np.abs(r * lo), np.abs(r * hi)).sum()) for r in rows]
+        top = float("nan") if any(np.isnan(sums)) else max(sums, default=0.0)  # NaN spreads, as numpy's max
         rounding = 8.0 * (rows.shape[1] + 2) * float(np.finfo(dtype).eps) if margin else 0.0
         for k in range(rows.shape[0]):
             for i in range(rows.shape[0]):

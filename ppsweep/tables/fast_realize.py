@@ -197,17 +197,23 @@ class _Order:
 
 
 def _order_arrays(order: ScheduleOrder) -> _Order:
-    """The operations of ``order`` as arrays (:class:`_Order`); the last order's are kept (per thread),
-    so that :func:`order_handled`, then :func:`realize_fast`, read them once."""
+    """The operations of ``order`` as arrays (:class:`_Order`), read once (:func:`_read_once`)."""
+    return _read_once(order)[0]
+
+
+def _read_once(order: ScheduleOrder) -> tuple[_Order, bool]:
+    """``order``'s arrays and :func:`order_handled`'s answer; the last order's are kept (per thread),
+    so that :func:`order_handled`, then :func:`realize_fast`, read and check it once."""
     last = getattr(_LAST_ORDER, "value", None)
     if last is not None and last[0]() is order:
         return last[1]
-    arrays = _read_order(order)
-    _LAST_ORDER.value = (weakref.ref(order), arrays)
-    return arrays
+    ops = _read_order(order)
+    read = ops, len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+    _LAST_ORDER.value = (weakref.ref(order), read)
+    return read
 
 
-#: The last order read by :func:`_order_arrays` (weakly) and its arrays, per thread.
+#: The last order read by :func:`_read_once` (weakly), its arrays and whether they are well formed, per thread.
 _LAST_ORDER = threading.local()
 
 
@@ -255,19 +261,9 @@ def well_formed(kind: np.ndarray, micro: np.ndarray, stage: np.ndarray, m: int, 
 
 def order_handled(order: ScheduleOrder) -> bool:
     """Whether the array path realizes ``order`` itself (:func:`realize_fast`): operations of kinds
-    F, B, I, W (F&B with its halves), each half in range. Others go to the reference. The last
-    order's answer is kept with its arrays (the choice of path asks, then :func:`realize_fast`)."""
-    last = getattr(_LAST_HANDLED, "value", None)
-    if last is not None and last[0]() is order:
-        return last[1]
-    ops = _order_arrays(order)
-    handled = len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
-    _LAST_HANDLED.value = (weakref.ref(order), handled)
-    return handled
-
-
-#: The last order :func:`order_handled` answered for (weakly) and its answer, per thread.
-_LAST_HANDLED = threading.local()
+    F, B, I, W (F&B with its halves), each half in range. Others go to the reference. The answer is
+    kept with the order's arrays (:func:`_read_once`: the choice of path asks, then :func:`realize_fast`)."""
+    return _read_once(order)[1]
 
 
 def array_path_handles(table: ScheduleTable) -> bool:
