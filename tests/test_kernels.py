@@ -70,3 +70,49 @@ def test_small_inputs_run_a_kernels_python_with_the_same_results():
     rounds = [np.full(40, -1, dtype=np.int64) for _ in range(2)]
     answers = [tuple(int(x) for x in kernel(wave, end, egress, ingress, out)) for kernel, out in zip((_walk, _walk.py_func), rounds)]
     assert answers[0] == answers[1] and np.array_equal(*rounds)
+
+
+def test_as_python_runs_every_small_kernel_as_python_in_its_thread_only():
+    from ppsweep.engine.fast_program import _first_fit
+    from ppsweep.small_inputs import SMALL_INPUT, as_python, compiled_unless_small
+
+    seen = []
+    with as_python():
+        with as_python():
+            assert compiled_unless_small(_first_fit, 10 * SMALL_INPUT) is _first_fit.py_func
+        assert compiled_unless_small(_first_fit, 10 * SMALL_INPUT) is _first_fit.py_func  # the outer one holds
+        other = threading.Thread(target=lambda: seen.append(compiled_unless_small(_first_fit, 10 * SMALL_INPUT)))
+        other.start()
+        other.join()
+    assert seen == [_first_fit]  # another thread compiles as before
+    assert compiled_unless_small(_first_fit, 10 * SMALL_INPUT) is _first_fit
+
+
+ESTIMATE_COMPILES_NOTHING = """
+from ppsweep.sweep.config import SweepSpec
+from ppsweep.sweep.estimate import estimate
+from ppsweep.tables.fast_realize import _input_halves, _longest_paths
+from ppsweep.engine.fast_program import _first_fit, _messages, _waves_and_links
+from ppsweep.engine.port_rounds import _walk
+from tests.conftest import SMALL_MODEL, SMALL_SYSTEM
+spec = SweepSpec.from_config({"name": "s", "schedules": ["1f1b", "interleaved_1f1b", "zb_h1", "dualpipev"], "p": [4, 64], "m": [8, 512],
+                              "bandwidth": [1e9], "latency": [1e-6], "model": SMALL_MODEL, "system": SMALL_SYSTEM})
+print(estimate(spec).tables)
+print(sum(len(k.signatures) for k in (_input_halves, _longest_paths, _first_fit, _messages, _waves_and_links, _walk)))
+"""
+
+
+def test_the_estimate_compiles_no_kernel(tmp_path):
+    # A run estimates before it starts its evaluators, which compile the kernels: its tiny tables
+    # (p = 4, m = 8: 64 operations and more, above SMALL_INPUT) run them as Python. A fresh
+    # interpreter with an empty numba cache: a kernel compiled (or loaded) would show a signature.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PPSWEEP_TABLE_CACHE": "off"}
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", ESTIMATE_COMPILES_NOTHING], env=env, cwd=root, capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    assert out == ["16", "0"]

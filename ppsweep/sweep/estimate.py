@@ -25,6 +25,7 @@ import numpy as np
 
 from ppsweep.schedules import SCHEDULES
 from ppsweep.schedules.variants import split_label
+from ppsweep.small_inputs import as_python
 from ppsweep.tables.build import UnsupportedPointError, build_schedule
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.store.schema import VARIABLES
@@ -102,10 +103,13 @@ def _shape_of(spec: SweepSpec, name: str) -> tuple[float, float]:
 
 def _shape(name: str, f_slots: int, b_slots: int, options: dict) -> tuple[float, float]:
     """As :func:`_shape_of`. The tiny table is bounded: every option that sizes a table is bounded
-    (:data:`ppsweep.tables.build.MAX_OPTION_VALUE`, ``slots`` by :data:`ppsweep.sweep.config.MAX_SLOTS`)."""
+    (:data:`ppsweep.tables.build.MAX_OPTION_VALUE`, ``slots`` by :data:`ppsweep.sweep.config.MAX_SLOTS`).
+    Its small kernels run as Python (:func:`ppsweep.small_inputs.as_python`): the estimate comes
+    before a run starts its evaluators, which compile them."""
     for p, m in ((4, 8), (8, 16), (2, 4), (6, 12), (16, 32)):
         try:
-            table = build_schedule(name, p, m, f_slots, b_slots, **options)
+            with as_python():
+                table = build_schedule(name, p, m, f_slots, b_slots, **options)
         except UnsupportedPointError:
             continue
         except ValueError:
