@@ -33,10 +33,8 @@ Which implementation computes a call is the backend registry's choice (:mod:`pps
 from __future__ import annotations
 
 import functools
-import threading
 import time
 import warnings
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -56,6 +54,7 @@ from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, check_worker_node
+from ppsweep.last_value import LastValue
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.tables.table import ScheduleTable
@@ -1004,35 +1003,33 @@ class EnvelopeBackend:
         compiled = compiled_for(table)
         with jax.enable_x64(True):
             tiers = compiled.tiers(worker_node)
-        last = getattr(_ENVELOPE_MEMO, "last", None)  # (table, costs) weakly, mode, cap, nodes, budget, built
-        if last is not None and last[0]() is table and last[1]() is costs and last[2:5] == (mode, cap, tiers.worker_node) \
-                and (last[5] == budget or not isinstance(last[6][1], _envelope.EnvelopeOverBudget)):
-            return last[6]
+        key = (mode, cap, tiers.worker_node)
+        last = _ENVELOPE_MEMO.get((table, costs), key)  # (budget, built)
+        if last is not None and (last[0] == budget or not isinstance(last[1][1], _envelope.EnvelopeOverBudget)):
+            return last[1]
         feats = _features(compiled, costs, tiers)
         built = (feats, compiled.envelope(mode, feats.weights, feats.comm, feats.key(), cap, tiers, budget))
-        _ENVELOPE_MEMO.last = (weakref.ref(table), weakref.ref(costs), mode, cap, tiers.worker_node, budget, built)
-        return built
+        return _ENVELOPE_MEMO.put((table, costs), key, (budget, built))[1]
 
 
-#: One-entry memo of :meth:`EnvelopeBackend._built` per thread.
-_ENVELOPE_MEMO = threading.local()
+#: One-entry memo of :meth:`EnvelopeBackend._built` per thread: the budget it was built within, and it.
+_ENVELOPE_MEMO = LastValue()
 
 
 def _features(compiled: CompiledTable, costs: Costs, tiers: Tiers) -> "_envelope.Features":
     """The envelope features of ``costs`` for ``compiled``'s program with messages on ``tiers``: the
     same in every mode, so the last ones asked for on this thread are kept (a sweep asks for each
     mode of a table in turn)."""
-    last = getattr(_FEATURES_MEMO, "last", None)  # (compiled, costs) weakly, nodes, features
-    if last is not None and last[0]() is compiled and last[1]() is costs and last[2] == tiers.worker_node:
-        return last[3]
-    feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
-                               ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-    _FEATURES_MEMO.last = (weakref.ref(compiled), weakref.ref(costs), tiers.worker_node, feats)
+    feats = _FEATURES_MEMO.get((compiled, costs), tiers.worker_node)
+    if feats is None:
+        feats = _envelope.features(compiled.program, costs.stages(), costs.alpha, costs.beta, costs.msg_bytes, costs.t_opt,
+                                   ndim=len(costs.batch), tiers=tiers, alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
+        _FEATURES_MEMO.put((compiled, costs), tiers.worker_node, feats)
     return feats
 
 
 #: One-entry memo of :func:`_features` per thread.
-_FEATURES_MEMO = threading.local()
+_FEATURES_MEMO = LastValue()
 
 #: Work of the envelope's programme (:func:`ppsweep.engine.native_envelope.run_waves`) that ``auto``
 #: allows per operation of the table and point of the grid before it scans instead. Chosen from

@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -61,6 +59,7 @@ import numpy as np
 from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, step_end, synchronise, wire_time
 from ppsweep.engine.program import Program, n_duration_rows
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
+from ppsweep.last_value import LastValue
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
 DEFAULT_CAP = 64
@@ -790,16 +789,12 @@ def _shared_compute_time(env: Envelope, feats: Features, ys: tuple[np.ndarray, .
     the same features, compute vector, shape and dtype: the envelopes of a table's modes share their
     features and their compute vector (the program's), so a sweep computes each table's once."""
     key = (env.compute.tobytes(), env.comm.tobytes(), batch, dtype)
-    last = getattr(_COMPUTE_MEMO, "last", None)  # (features weakly, key, compute_time)
-    if last is not None and last[0]() is feats and last[1] == key:
-        return last[2]
-    compute = _compute_time(env, ys, batch, dtype)
-    _COMPUTE_MEMO.last = (weakref.ref(feats), key, compute)
-    return compute
+    compute = _COMPUTE_MEMO.get((feats,), key)
+    return _COMPUTE_MEMO.put((feats,), key, _compute_time(env, ys, batch, dtype)) if compute is None else compute
 
 
 #: One-entry memo of :func:`_shared_compute_time` per thread.
-_COMPUTE_MEMO = threading.local()
+_COMPUTE_MEMO = LastValue()
 
 
 def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

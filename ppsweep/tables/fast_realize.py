@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import threading
 import weakref
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
+from ppsweep.last_value import LastValue
 from ppsweep.schedules.base import OrderArrays, ScheduleOrder
 from ppsweep.small_inputs import compiled_unless_small
 from ppsweep.tables.op_arrays import _OPS, FAST_KINDS, OpArrays, _read_ops, activation_profile_fast, table_ops
@@ -204,17 +204,16 @@ def _order_arrays(order: ScheduleOrder) -> _Order:
 def _read_once(order: ScheduleOrder) -> tuple[_Order, bool]:
     """``order``'s arrays and :func:`order_handled`'s answer; the last order's are kept (per thread),
     so that :func:`order_handled`, then :func:`realize_fast`, read and check it once."""
-    last = getattr(_LAST_ORDER, "value", None)
-    if last is not None and last[0]() is order:
-        return last[1]
-    ops = _read_order(order)
-    read = ops, len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
-    _LAST_ORDER.value = (weakref.ref(order), read)
+    read = _LAST_ORDER.get((order,))
+    if read is None:
+        ops = _read_order(order)
+        handled = len(ops.kind) > 0 and well_formed(ops.kind, ops.micro, ops.stage, order.m, order.n_stages, ops.micro2, ops.stage2)
+        read = _LAST_ORDER.put((order,), (), (ops, handled))
     return read
 
 
-#: The last order read by :func:`_read_once` (weakly), its arrays and whether they are well formed, per thread.
-_LAST_ORDER = threading.local()
+#: The last order read by :func:`_read_once`: its arrays and whether they are well formed, per thread.
+_LAST_ORDER = LastValue()
 
 
 def _read_order(order: ScheduleOrder) -> _Order:
