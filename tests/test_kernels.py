@@ -104,7 +104,7 @@ print(sum(len(k.signatures) for k in (_input_halves, _longest_paths, _first_fit,
 
 def test_the_estimate_compiles_no_kernel(tmp_path):
     # A run estimates before it starts its evaluators, which compile the kernels: its tiny tables
-    # (p = 4, m = 8: 64 operations and more, above SMALL_INPUT) run them as Python. A fresh
+    # (p = 4, m = 8: 64 operations or more, at or above SMALL_INPUT) run them as Python. A fresh
     # interpreter with an empty numba cache: a kernel compiled (or loaded) would show a signature.
     import os
     import subprocess
