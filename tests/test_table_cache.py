@@ -10,7 +10,7 @@ import pytest
 from ppsweep import disk_cache
 from ppsweep.tables import build as build_mod
 from ppsweep.tables import cache as table_cache
-from ppsweep.tables.fast_realize import realize_fast
+from ppsweep.tables.fast_realize import realize_fast, split_pairs
 from ppsweep.tables.digest import table_digest
 from ppsweep.tables.op_arrays import _read_ops, table_ops
 from ppsweep.schedules import get_schedule
@@ -57,6 +57,20 @@ def test_a_cached_table_reads_back_equal(cache, name, options):
     for f in dataclasses.fields(from_cells):
         x, y = getattr(stored, f.name), getattr(from_cells, f.name)
         assert (x is None and y is None) or (x.dtype == y.dtype and np.array_equal(x, y)), f.name
+
+
+def test_a_set_of_split_backwards_is_hashed_and_stored_by_its_pairs(cache):
+    table = fresh("dualpipe", 4, 8)
+    pairs = sorted(table.split_backward)
+    assert isinstance(table.split_backward, frozenset) and len(pairs) > 1
+    assert split_pairs(table.split_backward).tolist() == [list(pair) for pair in pairs]  # in order, whatever the set's
+    # the digest follows the set's content, not its order in memory
+    assert table_digest(dataclasses.replace(table, split_backward=frozenset(reversed(pairs)))) == table_digest(table)
+    assert table_digest(dataclasses.replace(table, split_backward=frozenset(pairs[1:]))) != table_digest(table)
+    assert table_digest(dataclasses.replace(table, split_backward=True)) != table_digest(table)
+    read = fresh("dualpipe", 4, 8)
+    assert read is not table and read.split_backward == table.split_backward
+    assert all(type(j) is int and type(s) is int for j, s in read.split_backward)
 
 
 def test_keys_separate_definitions_and_code(cache, monkeypatch):

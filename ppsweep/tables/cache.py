@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ppsweep import disk_cache, import_graph
-from ppsweep.tables.fast_realize import table_ops
+from ppsweep.tables.fast_realize import split_pairs, table_ops
 from ppsweep.tables.digest import remember_digest, table_digest
 from ppsweep.tables.op_arrays import OpArrays, remember_ops
 from ppsweep.tables.table import ScheduleTable
@@ -38,6 +38,9 @@ MIN_CELLS = 1 << 14
 _ARRAYS = ("kind", "micro", "stage", "replica", "placement", "micro_replica", "stage_fractions")
 #: The arrays of a table with pairs F&B (their backward halves), stored beside the others.
 _PAIR_ARRAYS = ("pair_micro", "pair_stage")
+#: A set of split backwards, stored as an array of its pairs (:func:`split_pairs`; the metadata says
+#: this name in place of True or False).
+_SPLIT = "split_pairs"
 #: Prefix of the table's operations (:func:`table_ops`, each field of :class:`OpArrays` that is
 #: not None), stored beside it.
 _OP = "op_"
@@ -99,9 +102,11 @@ def _read(path: Path) -> ScheduleTable | None:
         names = _ARRAYS + (_PAIR_ARRAYS if meta["pairs"] else ())
         arrays = {key: stored[key].astype(meta["dtypes"][key], copy=False) for key in names}
         split = meta["split_backward"]
+        if not isinstance(split, bool):
+            split = frozenset(map(tuple, stored[_SPLIT].tolist()))
         table = ScheduleTable(
             name=meta["name"], p=meta["p"], m=meta["m"], n_stages=meta["n_stages"],
-            split_backward=split if isinstance(split, bool) else frozenset(tuple(pair) for pair in split),
+            split_backward=split,
             f_slots=meta["f_slots"], b_slots=meta["b_slots"], options=meta["options"], **arrays,
         )
         remember_ops(table, OpArrays(**{key[len(_OP):]: a.astype(np.int64) for key, a in stored.items() if key.startswith(_OP)}))
@@ -118,10 +123,12 @@ def _write(path: Path, table: ScheduleTable) -> None:
     split = table.split_backward
     meta = {
         "name": table.name, "p": table.p, "m": table.m, "n_stages": table.n_stages,
-        "split_backward": bool(split) if isinstance(split, (bool, np.bool_)) else sorted([int(j), int(s)] for j, s in split),
+        "split_backward": bool(split) if isinstance(split, (bool, np.bool_)) else _SPLIT,
         "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
         "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
+    if not isinstance(split, (bool, np.bool_)):
+        arrays[_SPLIT] = split_pairs(split)
     ops = table_ops(table)
     arrays |= {_OP + f.name: getattr(ops, f.name) for f in dataclasses.fields(ops) if getattr(ops, f.name) is not None}
     stored = {key: disk_cache.narrow(a) for key, a in arrays.items()}

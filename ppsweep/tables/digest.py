@@ -17,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from ppsweep import disk_cache
+from ppsweep.tables.fast_realize import split_pairs
 from ppsweep.tables.table import ScheduleTable
 
 
 def table_digest(table: ScheduleTable, narrowed: dict[str, np.ndarray] | None = None) -> str:
     """Hash of a table's content: every field, arrays by their values in the smallest integer type
     that holds them (:func:`ppsweep.disk_cache.narrow`: a quarter of the bytes to hash, and the
-    table cache writes them so), their dtype and shape.
+    table cache writes them so), their dtype and shape; a set of split backwards by its pairs in
+    order (:func:`ppsweep.tables.fast_realize.split_pairs`).
 
     Args:
       table: the table.
@@ -45,6 +47,10 @@ def table_digest(table: ScheduleTable, narrowed: dict[str, np.ndarray] | None = 
             small = disk_cache.narrow(value) if small is None else small
             digest.update(f"{small.dtype.str}{small.shape}".encode())
             digest.update(np.ascontiguousarray(small).tobytes())
+        elif field.name == "split_backward" and not isinstance(value, (bool, np.bool_)):
+            pairs = split_pairs(value)  # thousands of pairs in DualPipe's tables: hashed as an array
+            digest.update(f"pairs{pairs.shape}".encode())
+            digest.update(pairs.tobytes())
         else:
             digest.update(json.dumps(_canonical(value), sort_keys=True, default=repr).encode())
     _DIGESTS[table] = digest.hexdigest()[:32]

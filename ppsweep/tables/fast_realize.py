@@ -25,6 +25,7 @@ import dataclasses
 import itertools
 import weakref
 from dataclasses import dataclass
+from typing import AbstractSet
 
 import numba
 import numpy as np
@@ -53,10 +54,17 @@ def split_grid(split_backward: SplitBackward, m: int, n_stages: int) -> np.ndarr
     if isinstance(split_backward, (bool, np.bool_)):
         return np.full((m, n_stages), bool(split_backward))
     grid = np.zeros((m, n_stages), dtype=bool)
-    split = np.array(sorted(split_backward), dtype=np.int64).reshape(-1, 2)
+    split = split_pairs(split_backward)
     inside = (split[:, 0] >= 0) & (split[:, 0] < m) & (split[:, 1] >= 0) & (split[:, 1] < n_stages)
     grid[split[inside, 0], split[inside, 1]] = True
     return grid
+
+
+def split_pairs(split_backward: AbstractSet[tuple[int, int]]) -> np.ndarray:
+    """The ``(micro, stage)`` pairs of a set of split backwards as an ``(n, 2)`` array, in order
+    (by micro, then stage): the set's content in a form that hashes and stores without Python objects."""
+    pairs = np.array(list(split_backward), dtype=np.int64).reshape(-1, 2)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 @numba.njit(cache=True, nogil=True)
