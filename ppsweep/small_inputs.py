@@ -1,7 +1,7 @@
 """Small numba kernels run as Python on small inputs.
 
 Building a table, compiling its program and routing it in ``ports`` each have small compiled loops
-(:func:`ppsweep.tables.fast_realize._longest_paths` and ``_input_halves``,
+(:func:`ppsweep.tables.fast_realize._longest_paths`, ``_input_halves`` and ``_ops_valid``,
 :func:`ppsweep.engine.fast_program._messages`, ``_waves_and_links`` and ``_first_fit``,
 :func:`ppsweep.engine.port_rounds._walk`). Compiling one takes up to a second or two, so a run's evaluators
 compile them once, in the ``tables`` warm-up (:mod:`ppsweep.engine.kernels`); the scan's and the

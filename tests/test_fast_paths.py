@@ -210,9 +210,10 @@ def corrupted_tables(table: ScheduleTable):
             yield dataclasses.replace(table, pair_micro=pair_micro, pair_stage=pair_stage)
 
 
+@pytest.mark.parametrize("size", [(4, 8), (2, 4)], ids=["compiled", "python"])  # the checks' kernel, and as Python below SMALL_INPUT
 @pytest.mark.parametrize("name", ["1f1b", "chimera", "zb_h1", "dualpipe", "dualpipev"])
-def test_validator_verdicts_and_messages_match_reference(name):
-    order = get_schedule(name).build_order(4, 8)
+def test_validator_verdicts_and_messages_match_reference(name, size):
+    order = get_schedule(name).build_order(*size)
     table = realize_fast(order)
     n = 0
     for bad in corrupted_tables(table):
@@ -222,7 +223,7 @@ def test_validator_verdicts_and_messages_match_reference(name):
             validate_fast(bad)
         assert str(fast_err.value) == str(ref_err.value)
         n += 1
-    assert n >= 6
+    assert n >= 5  # chimera at p = 2: worker 1 starts at slot 0, so its first operation cannot move earlier
 
 
 def test_register_allocation_is_first_fit():

@@ -91,14 +91,14 @@ def test_as_python_runs_every_small_kernel_as_python_in_its_thread_only():
 ESTIMATE_COMPILES_NOTHING = """
 from ppsweep.sweep.config import SweepSpec
 from ppsweep.sweep.estimate import estimate
-from ppsweep.tables.fast_realize import _input_halves, _longest_paths
+from ppsweep.tables.fast_realize import _input_halves, _longest_paths, _ops_valid
 from ppsweep.engine.fast_program import _first_fit, _messages, _waves_and_links
 from ppsweep.engine.port_rounds import _walk
 from tests.conftest import SMALL_MODEL, SMALL_SYSTEM
 spec = SweepSpec.from_config({"name": "s", "schedules": ["1f1b", "interleaved_1f1b", "zb_h1", "dualpipev"], "p": [4, 64], "m": [8, 512],
                               "bandwidth": [1e9], "latency": [1e-6], "model": SMALL_MODEL, "system": SMALL_SYSTEM})
 print(estimate(spec).tables)
-print(sum(len(k.signatures) for k in (_input_halves, _longest_paths, _first_fit, _messages, _waves_and_links, _walk)))
+print(sum(len(k.signatures) for k in (_input_halves, _longest_paths, _ops_valid, _first_fit, _messages, _waves_and_links, _walk)))
 """
 
 

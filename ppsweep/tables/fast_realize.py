@@ -457,27 +457,54 @@ def _valid(table: ScheduleTable) -> bool:
         return False
     ops = table_ops(table)
     m, n_stages = table.m, table.n_stages
-    # Every half of the kind its microbatch-stage runs (F; B, or I and W where split), as many
-    # halves as the schedule's operations (no repeat: table_inputs below), each on its stage's worker.
+    # As many halves as the schedule's operations (every F; B, or I and W where split), each once
+    # (table_inputs below), each of the kind its microbatch-stage runs on its stage's worker (_ops_valid).
     split = split_grid(table.split_backward, m, n_stages)
-    replica_of = np.asarray(table.micro_replica, dtype=np.int64)
-    placement = np.asarray(table.placement)
-    n_halves = 0
-    for k, j, s, present in half_arrays(ops.kind, ops.micro, ops.stage, ops.micro2, ops.stage2):
-        k, j, s, worker = k[present], j[present], s[present], ops.worker[present]
-        backward_split = split[j, s]
-        allowed = (k == Kind.F) | np.where(backward_split, (k == Kind.I) | (k == Kind.W), k == Kind.B)
-        if not allowed.all() or not (placement[replica_of[j], s] == worker).all():
-            return False
-        n_halves += len(k)
+    n_halves = len(ops.kind) + (int((ops.kind == Kind.FB).sum()) if ops.has_pairs else 0)
     if n_halves != 2 * m * n_stages + int(split.sum()):
         return False
     if not (ops.slots == kind_slots(ops.kind, table.f_slots, table.b_slots)).all():
         return False
-    single = ops.kind != Kind.FB  # a pair's replica cell is not checked (the reference's rule)
-    if not (table.replica[ops.worker[single], ops.start[single]] == replica_of[ops.micro[single]]).all():
-        return False
     inputs = table_inputs(table, ops)
     if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
         return False
-    return not ((ops.end[inputs] > ops.start) & (inputs >= 0)).any()  # an input ending after its consumer starts
+    no_pair = np.zeros(0, dtype=np.int64)
+    arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (
+        ops.kind, ops.micro, ops.stage, ops.micro2 if ops.has_pairs else no_pair, ops.stage2 if ops.has_pairs else no_pair,
+        ops.worker, ops.start, ops.slots, table.micro_replica, table.placement, table.replica, inputs)]
+    return bool(compiled_unless_small(_ops_valid, len(ops.kind))(*arrays, split))
+
+
+#: The kinds' codes as plain integers, for the compiled checks.
+_F, _B, _I, _W, _FB = int(Kind.F), int(Kind.B), int(Kind.I), int(Kind.W), int(Kind.FB)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ops_valid(kind, micro, stage, micro2, stage2, worker, start, slots, replica_of, placement, replica, inputs, split):
+    """:func:`_valid`'s rules over the operations, in one pass each: every half is of the kind its
+    microbatch-stage runs (F; I or W where ``split``, else B) on its stage's worker
+    (``placement[replica_of[micro], stage]``); an operation's first cell names its microbatch's replica
+    (not a pair's: the reference's rule); and no input (``inputs``, :func:`table_inputs`) ends after
+    its consumer starts. ``micro2``, ``stage2``: a pair's backward half (empty where the table has no pair)."""
+    pairs = micro2.shape[0] > 0
+    for i in range(kind.shape[0]):
+        k = kind[i]
+        for half in range(2 if pairs and k == _FB else 1):  # a pair: its forward half, then a B
+            if half == 0:
+                half_kind, j, s = (_F if k == _FB else k), micro[i], stage[i]
+            else:
+                half_kind, j, s = _B, micro2[i], stage2[i]
+            if split[j, s]:
+                allowed = half_kind == _F or half_kind == _I or half_kind == _W
+            else:
+                allowed = half_kind == _F or half_kind == _B
+            if not allowed or placement[replica_of[j], s] != worker[i]:
+                return False
+        if k != _FB and replica[worker[i], start[i]] != replica_of[micro[i]]:
+            return False
+    for r in range(inputs.shape[0]):
+        for i in range(inputs.shape[1]):
+            q = inputs[r, i]
+            if q >= 0 and start[q] + slots[q] > start[i]:
+                return False
+    return True
