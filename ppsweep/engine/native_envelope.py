@@ -43,9 +43,12 @@ MAX_COMPONENTS = 128
 #: cached walk answers a budget exactly as a new one would). A walk's sets grow as a pipeline
 #: fills and then keep their size, so a walk that would pass its budget shows it long before it
 #: has spent it; the budget alone let every such walk spend its whole budget first (on the design
-#: sweep, those doomed walks were 28 % of a cold run). The factor 3/2 leaves room for walks whose
-#: last steps cost less than their middle ones; the floor, for the first steps.
-PACE_NUM, PACE_DEN = 3, 2
+#: sweep, those doomed walks were 28 % of a cold run). The factor, 1/2, was chosen from whole design
+#: runs (docs/performance.md, "Issue 30, fourteenth stop"): against 3/2 it refuses 63 more of the
+#: sweep's 7,368 table × mode pairs, which the scan then computes (their last bits move, within
+#: 2e-13 of ``t_sim``), and stops the doomed walks sooner: a cold run 5–9 s shorter, a warm one no
+#: longer (1/4 made warm runs 2 s longer). The floor leaves room for the first steps.
+PACE_NUM, PACE_DEN = 1, 2
 PACE_FLOOR = 1_000_000
 PACE_WINDOW = 16
 
