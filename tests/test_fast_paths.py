@@ -226,6 +226,18 @@ def test_validator_verdicts_and_messages_match_reference(name, size):
     assert n >= 5  # chimera at p = 2: worker 1 starts at slot 0, so its first operation cannot move earlier
 
 
+def test_validator_leaves_replicas_out_of_the_placement_to_the_reference():
+    # The compiled checks read placement[replica, stage] without bounds checks: a replica the
+    # placement lacks (here 5 of 1) goes to the reference, which names the first cell it breaks.
+    table = realize_fast(get_schedule("1f1b").build_order(4, 8))
+    bad = dataclasses.replace(table, micro_replica=np.full(table.m, 5))
+    with pytest.raises(InvalidTableError) as ref_err:
+        validate_table(bad)
+    with pytest.raises(InvalidTableError) as fast_err:
+        validate_fast(bad)
+    assert str(fast_err.value) == str(ref_err.value) and "replica" in str(fast_err.value)
+
+
 def test_register_allocation_is_first_fit():
     # Waves 0, 0, 1, 3: messages 0 and 1 hold registers 0 and 1 until waves 1 and 3; message 2
     # (wave 1) reuses register 0 (its last reader is in wave 1), message 3 (wave 3) takes 0 again

@@ -468,10 +468,14 @@ def _valid(table: ScheduleTable) -> bool:
     inputs = table_inputs(table, ops)
     if inputs is None:  # a repeat (then, with the count right, a missing one), or an input missing
         return False
+    replica_of, placement = np.asarray(table.micro_replica, dtype=np.int64), np.asarray(table.placement, dtype=np.int64)
+    if (replica_of.shape != (m,) or placement.ndim != 2 or placement.shape[1] != n_stages
+            or not ((replica_of >= 0) & (replica_of < placement.shape[0])).all()):
+        return False  # indices the compiled pass could not read (it checks no bounds): the reference decides
     no_pair = np.zeros(0, dtype=np.int64)
     arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (
         ops.kind, ops.micro, ops.stage, ops.micro2 if ops.has_pairs else no_pair, ops.stage2 if ops.has_pairs else no_pair,
-        ops.worker, ops.start, ops.slots, table.micro_replica, table.placement, table.replica, inputs)]
+        ops.worker, ops.start, ops.slots, replica_of, placement, table.replica, inputs)]
     return bool(compiled_unless_small(_ops_valid, len(ops.kind))(*arrays, split))
 
 
