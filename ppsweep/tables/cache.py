@@ -121,13 +121,14 @@ def _write(path: Path, table: ScheduleTable) -> None:
     pairs = table.pair_micro is not None
     arrays = {key: np.asarray(getattr(table, key)) for key in _ARRAYS + (_PAIR_ARRAYS if pairs else ())}
     split = table.split_backward
+    uniform = isinstance(split, (bool, np.bool_))  # every backward split or none; else a set of pairs
     meta = {
         "name": table.name, "p": table.p, "m": table.m, "n_stages": table.n_stages,
-        "split_backward": bool(split) if isinstance(split, (bool, np.bool_)) else _SPLIT,
+        "split_backward": bool(split) if uniform else _SPLIT,
         "f_slots": table.f_slots, "b_slots": table.b_slots, "options": table.options, "pairs": pairs,
         "dtypes": {key: a.dtype.str for key, a in arrays.items()},
     }
-    if not isinstance(split, (bool, np.bool_)):
+    if not uniform:
         arrays[_SPLIT] = split_pairs(split)
     ops = table_ops(table)
     arrays |= {_OP + f.name: getattr(ops, f.name) for f in dataclasses.fields(ops) if getattr(ops, f.name) is not None}
