@@ -84,8 +84,8 @@ def row_sum(v: np.ndarray, i: int, n: int) -> float:
     return 0.0 + res
 
 
-# Not inlined into the walk by numba (the small helpers below are): the walk calls it twice, and
-# two copies of its loops cost about 1.7 s of compiling the walk's kernel for no faster walk.
+# Not inlined into the walk by numba: the walk calls it twice, and two copies of its loops cost
+# about 1.7 s of compiling the walk's kernel for no faster walk.
 @numba.njit(cache=True, nogil=True)
 def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.ndarray, order: np.ndarray,
                tol: np.ndarray, width: tuple) -> int:
@@ -142,7 +142,7 @@ def prune_rows(rows: np.ndarray, n: int, same: float, out: np.ndarray, keys: np.
     return kept
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)  # no reference counts (below, "_copier")
 def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray, alive: np.ndarray, width: tuple) -> tuple[int, int]:
     """Drop, in place and in order, each row of ``rows[:n]`` that a mix of two other rows covers.
 
@@ -204,7 +204,14 @@ def hull_rows(rows: np.ndarray, n: int, tol: np.ndarray, alive: np.ndarray, widt
     return kept, tests
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+#: The decorator of the walk's helpers, called once or more a step: numba counts no references to
+#: their arrays (``_nrt=False``; they allocate nothing). A reference count is an atomic add, and a
+#: helper inlined by numba binds its arrays to new names, each counted: the counts of the copies
+#: below and of :func:`hull_rows`' arguments were about 45 % of the walk's time.
+_copier = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
+
+
+@_copier
 def _load(pool: np.ndarray, node: int, k: int, dst: np.ndarray, at: int, width: tuple) -> int:
     """Copy node ``node``'s ``k`` rows into ``dst`` from row ``at``; the row after them."""
     for i in range(k):
@@ -213,7 +220,7 @@ def _load(pool: np.ndarray, node: int, k: int, dst: np.ndarray, at: int, width: 
     return at + k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_copier
 def _store(src: np.ndarray, k: int, pool: np.ndarray, node: int, width: tuple) -> int:
     """Copy ``k`` rows of ``src`` into node ``node``; ``k``."""
     for i in range(k):
@@ -222,7 +229,7 @@ def _store(src: np.ndarray, k: int, pool: np.ndarray, node: int, width: tuple) -
     return k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_copier
 def _plus(src: np.ndarray, k: int, vecs: np.ndarray, r: int, dst: np.ndarray, node: int, width: tuple) -> int:
     """``dst[node, :k] = src[:k] + vecs[r]`` (a set of times plus a duration); ``k``."""
     for i in range(k):

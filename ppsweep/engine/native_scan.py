@@ -46,8 +46,11 @@ from ppsweep.engine.steady_state import PeriodicRuns, no_runs
 
 #: The decorator of the scan's helpers, which only other compiled functions call: numba builds them
 #: no wrapper callable from Python or C (each wrapper of a helper that takes the kernel's record
-#: unboxed all of its arrays; without them the scan's kernel compiles in about 1.5 s less).
-_inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+#: unboxed all of its arrays; without them the scan's kernel compiles in about 1.5 s less), and
+#: counts no references to their arrays (``_nrt=False``: they allocate nothing). A reference count
+#: is an atomic add: the helpers counted the kernel record's arrays at every call and the message's
+#: time rows at every step, 5-6 % of a design run's CPU time with the walk's (native_envelope).
+_inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -208,41 +211,43 @@ def _tile_inputs(samples, dur_t, alpha, wire, start, b, src, sample, dur, wire_b
 
 
 @_inner
-def _wave(k, st, first, last, layout, dur, wire_b, msg, sample, noisy, b, tol):
-    """Steps ``first … last-1`` (one wave): every lane computes, reading the registers as the wave
+def _waves(k, st, w0, w1, layout, dur, wire_b, msg, sample, noisy, b, tol):
+    """Waves ``w0 … w1-1``, each in turn: every lane computes, reading the registers as the wave
     found them (a worker has one lane); then in round order each message (resources change at once),
     readiness, and in ``blocking`` the sender held until its message arrives. ``layout``: the first
     row of the registers, the resources and the readiness slots; ``noisy``: scratch ``(3, b)`` for a
     noisy step's duration, wire and message times."""
     reg, res, ready = layout[0], layout[1], layout[2]
-    for s in range(first, last):
-        r = reg + k.dep[s] if k.dep[s] >= 0 else -1
-        if k.samples:
-            for i in range(b):
-                noisy[0, i] = dur[k.row[s], i] * k.step_cf[s, sample[i]]
-            _compute(st, k.worker[s], r, noisy, np.int64(0), b, tol)
-        else:
-            _compute(st, k.worker[s], r, dur, k.row[s], b, tol)
-    for s in range(first, last):
-        w = k.worker[s]
-        if k.out[s] >= 0:
-            o = reg + k.out[s]
-            wires, mw, msgs, mm = wire_b, k.tier[s], msg, k.tier[s]
+    for wave in range(w0, w1):
+        first, last = k.wave_start[wave], k.wave_start[wave + 1]
+        for s in range(first, last):
+            r = reg + k.dep[s] if k.dep[s] >= 0 else -1
             if k.samples:
                 for i in range(b):
-                    noisy[1, i] = wire_b[mw, i] * k.step_mf[s, sample[i]]
-                    noisy[2, i] = msg[mm, i] * k.step_mf[s, sample[i]]
-                wires, mw, msgs, mm = noisy, 1, noisy, 2
-            if k.held.shape[1] == 0:
-                _arrive(st, w, o, msgs, mm, b)
-            elif k.held.shape[1] == 1:
-                _send_held_one(st, w, res + k.held[s, 0], o, wires, mw, msgs, mm, b, tol)
+                    noisy[0, i] = dur[k.row[s], i] * k.step_cf[s, sample[i]]
+                _compute(st, k.worker[s], r, noisy, np.int64(0), b, tol)
             else:
-                _send_held_two(st, w, res + k.held[s, 0], res + k.held[s, 1], o, wires, mw, msgs, mm, b, tol)
-        if k.slot[s] >= 0:
-            _copy_row(st, w, ready + k.slot[s], b)
-        if k.out[s] >= 0 and k.blocks_sender:  # blocking: the sender is busy until its message arrives
-            _copy_row(st, reg + k.out[s], w, b)
+                _compute(st, k.worker[s], r, dur, k.row[s], b, tol)
+        for s in range(first, last):
+            w = k.worker[s]
+            if k.out[s] >= 0:
+                o = reg + k.out[s]
+                wires, mw, msgs, mm = wire_b, k.tier[s], msg, k.tier[s]
+                if k.samples:
+                    for i in range(b):
+                        noisy[1, i] = wire_b[mw, i] * k.step_mf[s, sample[i]]
+                        noisy[2, i] = msg[mm, i] * k.step_mf[s, sample[i]]
+                    wires, mw, msgs, mm = noisy, 1, noisy, 2
+                if k.held.shape[1] == 0:
+                    _arrive(st, w, o, msgs, mm, b)
+                elif k.held.shape[1] == 1:
+                    _send_held_one(st, w, res + k.held[s, 0], o, wires, mw, msgs, mm, b, tol)
+                else:
+                    _send_held_two(st, w, res + k.held[s, 0], res + k.held[s, 1], o, wires, mw, msgs, mm, b, tol)
+            if k.slot[s] >= 0:
+                _copy_row(st, w, ready + k.slot[s], b)
+            if k.out[s] >= 0 and k.blocks_sender:  # blocking: the sender is busy until its message arrives
+                _copy_row(st, reg + k.out[s], w, b)
 
 
 #: The periodic scan steps over ``n`` spans of a run (one or two blocks) only where, at every point,
@@ -527,8 +532,7 @@ def _scan_points(k, tol, lo, hi, tile, t_out, fin_out, pc_out, counts):
                 else:
                     q, history, least = q + 1, 0, 1
                     continue
-                for w in range(t, target):
-                    _wave(k, st, k.wave_start[w], k.wave_start[w + 1], layout, dur, wire_b, msg, sample, noisy, n, tol)
+                _waves(k, st, t, target, layout, dur, wire_b, msg, sample, noisy, n, tol)
                 counts[WAVE_POINTS] += (target - t) * n
                 t = target
                 if q >= n_runs:
