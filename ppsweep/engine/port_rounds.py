@@ -23,7 +23,9 @@ def _walk(wave, end, egress, ingress, rounds):
     """:func:`port_rounds`' loop: fills ``rounds`` and returns ``(bad, before)`` (``-1, -1``: no
     port takes a message before an earlier-ending one)."""
     n = wave.shape[0]
-    n_ports = 1 + max(egress.max(), ingress.max())
+    n_ports = 1  # the highest port, by a loop: numba compiles an array's max() in 0.4 s
+    for i in range(n):
+        n_ports = max(n_ports, egress[i] + 1, ingress[i] + 1)
     last_end = np.zeros((2, n_ports), dtype=np.int64)
     last_message = np.full((2, n_ports), -1, dtype=np.int64)
     count = np.zeros(n_ports, dtype=np.int64)
