@@ -48,7 +48,7 @@ from ppsweep.engine import envelope as _envelope
 from ppsweep.engine import reference as _reference
 from ppsweep.engine import scan_tally
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
-from ppsweep.engine.comm import MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
+from ppsweep.engine.comm import MODE_RULES, MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
 from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
 from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
@@ -844,9 +844,17 @@ def _scan_end(shape: ScanShape, s: _State, sync_dur: Any, t_opt: Any, k: int = 0
 
 
 def _compile_refusal(table: ScheduleTable, mode: str) -> str | None:
-    """Why the compiled table cannot run in ``mode`` (the program or the mode's routing refuses it), or None."""
+    """Why the compiled table cannot run in ``mode`` (the program or the mode's routing refuses it), or None.
+
+    Only a mode that orders the messages at a port as the table sends them
+    (:attr:`~ppsweep.engine.comm.Mode.sends_in_table_order`) can refuse a routing
+    (:func:`~ppsweep.engine.comm.route`), so the others are not routed here: a warm run, whose
+    envelopes are on disk, then routes only the tables it scans (measured: 2.4 % of a warm design
+    run's CPU samples were these routings)."""
     try:
-        compiled_for(table).routing(mode)
+        compiled = compiled_for(table)
+        if MODE_RULES[mode].sends_in_table_order:
+            compiled.routing(mode)
     except NotImplementedError as err:
         return str(err)
     return None
