@@ -210,8 +210,9 @@ def cached_routing(digest: Callable[[], str], program: Program, mode: str, build
     """A table's :class:`~ppsweep.engine.comm.Routing` in ``mode`` from the cache, or ``build()`` (then
     stored); a refusal (the NotImplementedError ``build`` raises) is stored and raised again.
 
-    A warm run needs the routing only to know the mode runs (the scan's steps and the envelopes are
-    on disk), and ``ports`` orders every message of the table to route it. Only the routings of
+    A warm run needs the routing only to know whether ``ports`` runs the table (the scan's steps and
+    the envelopes are on disk; the other modes refuse none and are routed only where a table is
+    scanned), and ``ports`` orders every message of the table to route it. Only the routings of
     modes that order messages at a port (:attr:`~ppsweep.engine.comm.Mode.sends_in_table_order`)
     are kept: the others take a few milliseconds at p = 64, m = 1,024 (2.4 ms for interleaved 1F1B
     ``v=4`` in ``overlap``, 4.4 ms in ``contention``, against 24 ms in ``ports``), about what their
