@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import ppsweep
-from ppsweep.engine.comm import MODES, route
-from ppsweep.engine.core import simulate
+from ppsweep.engine.comm import MODE_RULES, MODES, route
+from ppsweep.engine.compiled import compiled_for
+from ppsweep.engine.core import _compile_refusal, simulate
 from ppsweep.tables.ops import dependencies, halves
 from ppsweep.engine.program import compile_program
 from ppsweep.engine.reference import reference_simulate
@@ -103,6 +104,23 @@ def test_engine_refuses_a_later_producer_ending_first_at_a_port():
     default = ppsweep.build_schedule("1f1b", 3, 6)
     r = simulate(default, np.ones((1, 1)), 2 * np.ones((1, 1)), np.zeros(1), np.ones(1), np.ones(1), "ports")
     assert r.t_sim[0] == pytest.approx(reference_simulate(default, 1.0, 2.0, 0.0, 1.0, 1.0, "ports").t_sim, rel=1e-12)
+
+
+def test_only_a_mode_that_orders_a_port_is_routed_to_ask_whether_it_runs_a_table():
+    # Only ports orders a port's messages as the table sends them, so only its routing can refuse a
+    # table (the one above); the engine asks the others nothing, and a warm run, its envelopes on disk,
+    # then routes only the tables it scans.
+    table = ppsweep.build_schedule("1f1b", 3, 6, f_slots=1, b_slots=3)
+    program = compile_program(table)
+    for mode in MODES:
+        if MODE_RULES[mode].sends_in_table_order:
+            with pytest.raises(NotImplementedError):
+                route(program, mode)
+            assert "must take a port" in _compile_refusal(table, mode)
+        else:
+            route(program, mode)  # never refuses
+            assert _compile_refusal(table, mode) is None
+    assert not compiled_for(table)._routes  # nothing routed to ask (and ports' refusal is not kept)
 
 
 @pytest.mark.parametrize("name,p,m", [("dualpipev", 4, 8), ("dualpipev", 6, 12)])
