@@ -204,11 +204,26 @@ def simulate_costs(
       UnsupportedCase: (a NotImplementedError) where no backend asked for can run the case, with each one's reason.
     """
     backend = _backend_of(backend, method)
-    costs = Costs.of(table.n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i,
-                     t_w=costs.t_w, grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap,
-                     alpha_intra=costs.alpha_intra, beta_intra=costs.beta_intra)
-    return _simulate_valid_costs(table, costs, mode, dtype=dtype, chunk=chunk, backend=backend, finish=finish, cap=cap, noise=noise,
-                                 worker_node=worker_node)
+    return _simulate_valid_costs(table, _validated(costs, table.n_stages), mode, dtype=dtype, chunk=chunk, backend=backend,
+                                 finish=finish, cap=cap, noise=noise, worker_node=worker_node)
+
+
+def _validated(costs: Costs, n_stages: int) -> Costs:
+    """``costs`` checked and broadcast for a table of ``n_stages`` stages (:meth:`Costs.of`): the last
+    ones asked for on this thread are kept, so that a sweep, which simulates one table's costs in each
+    mode in turn, hands every mode the same object, and what the engine keeps per costs (the
+    envelope's features, :func:`_features`) is computed once per table, not once per mode."""
+    valid = _VALID_COSTS.get((costs,), n_stages)
+    if valid is None:
+        valid = _VALID_COSTS.put((costs,), n_stages, Costs.of(
+            n_stages, costs.t_f, costs.t_b, costs.alpha, costs.beta, costs.msg_bytes, t_i=costs.t_i, t_w=costs.t_w,
+            grad_bytes=costs.grad_bytes, t_opt=costs.t_opt, fb_overlap=costs.fb_overlap, alpha_intra=costs.alpha_intra,
+            beta_intra=costs.beta_intra))
+    return valid
+
+
+#: One-entry memo of :func:`_validated` per thread.
+_VALID_COSTS = LastValue()
 
 
 def _backend_of(backend: str, method: str | None) -> str:
