@@ -47,9 +47,9 @@ def test_auto_scans_past_the_budget_and_the_envelope_by_name_ignores_it(monkeypa
     monkeypatch.setattr(core, "ENVELOPE_MIN_WORK", 1)
     monkeypatch.setattr(core, "ENVELOPE_WORK_PER_OP_POINT", 1e-6)
     auto = _run(table)
-    assert auto.backend == "periodic_scan" and "budget of work" in auto.reason
-    scan = _run(table, "native_scan")  # too short for a run to step over: the plain scan's bits
-    assert np.array_equal(auto.t_sim, scan.t_sim) and np.array_equal(auto.comm_time, scan.comm_time)
+    assert auto.backend == "piecewise_scan" and "budget of work" in auto.reason  # the next backend, a scan
+    piecewise = _run(table, "piecewise_scan")
+    assert np.array_equal(auto.t_sim, piecewise.t_sim) and np.array_equal(auto.comm_time, piecewise.comm_time)
     assert _run(table, "envelope").backend == "envelope"
 
 

@@ -67,7 +67,8 @@ def test_auto_takes_the_periodic_scan_and_it_is_the_plain_scan_with_noise(monkey
     costs = _grid(table.n_stages)
     monkeypatch.setattr(core, "ENVELOPE_MIN_WORK", 1)  # no envelope within its budget here
     monkeypatch.setattr(core, "ENVELOPE_WORK_PER_OP_POINT", 1e-6)
-    assert simulate(table, costs, "overlap").backend == "periodic_scan"
+    assert simulate(table, costs, "overlap", backend="scan").backend == "periodic_scan"  # the first of the scans
+    assert simulate(table, costs, "overlap").backend == "piecewise_scan"  # before it, interpolating along the bandwidth
     noise = NoiseConfig.from_mapping({"samples": 3, "seed": 5, "compute": {"dist": "lognormal", "cv": 0.2}})
     a = simulate(table, costs, "overlap", backend="periodic_scan", noise=noise)
     b = simulate(table, costs, "overlap", backend="native_scan", noise=noise)

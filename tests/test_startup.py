@@ -34,6 +34,6 @@ def test_a_bad_method_is_named_before_any_work():
     try:
         load_plan(["+sweep=million", "engine.method=fast"])
     except ValueError as error:
-        assert str(error) == "engine.method: unknown method 'fast'; accepted: auto, scan, envelope, reference, jax_scan, native_scan, periodic_scan"
+        assert str(error) == "engine.method: unknown method 'fast'; accepted: auto, scan, envelope, reference, jax_scan, native_scan, periodic_scan, piecewise_scan"
     else:
         raise AssertionError("engine.method=fast was accepted")

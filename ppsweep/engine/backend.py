@@ -11,6 +11,9 @@ A *backend* computes :class:`SimResult` for one table over a grid of points of i
   noise included.
 - ``envelope``: the table's maximal path vectors (:mod:`ppsweep.engine.envelope`); no noise, only
   tables whose envelope stays within ``cap`` vectors.
+- ``piecewise_scan``: the periodic scan at a sample of a grid's points, the others interpolated where
+  convexity proves them exact (:mod:`ppsweep.engine.piecewise`); no noise, grids with an axis that
+  moves the costs on lines.
 
 ``simulate(table, costs, mode, backend="auto")`` asks :func:`choose`: ``auto`` takes the
 supporting backend of highest :attr:`Backend.priority` (``None``: never automatic) that does not

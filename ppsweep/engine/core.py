@@ -14,7 +14,7 @@ The engine computes in float64 (times span nanoseconds to seconds) inside JAX's 
 float32 is available through ``dtype`` for speed studies.
 
 Which implementation computes a call is the backend registry's choice (:mod:`ppsweep.engine.backend`;
-``backend=``). This module holds three of them and registers them, with the reference:
+``backend=``). This module holds these and registers them, with the reference:
 
 - ``native_scan`` / ``jax_scan``: the max-plus scan over the table's waves, as a compiled CPU loop
   (:mod:`ppsweep.engine.native_scan`) or as JAX code (noise included); the same results to the bit.
@@ -26,8 +26,12 @@ Which implementation computes a call is the backend registry's choice (:mod:`pps
   each point is then a small matrix product and a maximum; only where it compiles within ``cap``
   vectors, and without noise. Points whose ``comm_time`` depends on the README's tie rule are
   recomputed with the scan.
+- ``piecewise_scan``: the periodic scan at the ends and midpoints of segments along one axis of
+  the grid, each segment's other points interpolated where convexity proves the step time affine
+  there (:mod:`ppsweep.engine.piecewise`).
 - ``auto`` (default): the envelope where it compiles within the cap and there is no noise, else
-  the compiled CPU loop (JAX on one CPU device), else the JAX scan.
+  the piecewise scan (a grid with an axis that moves the costs on lines, no noise), else the
+  compiled CPU loop (JAX on one CPU device), else the JAX scan.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy as np
 
 from ppsweep import engine_threads
 from ppsweep.engine import envelope as _envelope
+from ppsweep.engine import piecewise as _piecewise
 from ppsweep.engine import reference as _reference
 from ppsweep.engine import scan_tally
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
@@ -318,24 +323,21 @@ def _simulate_scan(
     n = index.shape[0]
     t_sim, comm, compute = np.empty(n), np.empty(n), np.empty(n)
     finish = np.empty((program.p, n))
-    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     k = 1 if factors is None else batch[-1]
     grid = batch if factors is None else batch[:-1]
     step = max(1, HOST_BATCH // k) * k  # whole groups of samples
     for lo in range(0, n, step):
         hi = min(lo + step, n)
         # the costs of each point, or with noise of each group of samples (its samples share them)
-        flat = costs.at(np.unravel_index(index[lo:hi:k] // k, grid or (1,)), program.n_stages)  # a single point: (1,)
-        dur = flat.durations()  # (5S + 1, n or groups)
-        point = _Point(dur, flat.tier_alpha(), flat.tier_wire(), _sync_durations(program, flat, tiers), flat.t_opt)
+        point = _scan_point(compiled, costs, grid, index[lo:hi:k] // k, tiers)
         t, f, path_compute = (run or _run_scan)(compiled, mode, point, dtype, chunk, factors, tiers)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
         if factors is None:
-            compute[lo:hi] = counts @ dur + program.p * flat.t_opt
+            compute[lo:hi] = _compute_time(program, point)
         else:  # every point's durations, laid out as durations() lays them out (the same sums, to the bit)
-            per_point = np.repeat(dur.T, k, axis=0).T
+            per_point = np.repeat(point.dur.T, k, axis=0).T
             sample = index[lo:hi] % k
-            compute[lo:hi] = np.einsum("rn,rn->n", per_point, factors.row_sums[:, sample]) + program.p * np.repeat(flat.t_opt, k)
+            compute[lo:hi] = np.einsum("rn,rn->n", per_point, factors.row_sums[:, sample]) + program.p * np.repeat(point.t_opt, k)
     return t_sim, finish, comm, compute
 
 
@@ -389,6 +391,20 @@ class _Point(NamedTuple):
     wire: Any
     sync_dur: Any
     t_opt: Any
+
+
+def _scan_point(compiled: CompiledTable, costs: Costs, grid: tuple[int, ...], index: np.ndarray, tiers: Tiers) -> _Point:
+    """The scan's inputs at the points ``index`` (flat indices into ``grid``; none: a single point) of
+    ``costs``, each message on its tier of ``tiers``."""
+    program = compiled.program
+    flat = costs.at(np.unravel_index(index, grid or (1,)), program.n_stages)
+    return _Point(flat.durations(), flat.tier_alpha(), flat.tier_wire(), _sync_durations(program, flat, tiers), flat.t_opt)
+
+
+def _compute_time(program: Program, point: _Point) -> np.ndarray:
+    """The compute time of every operation and every worker's optimizer update at each point of ``point``, ``(n,)``."""
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
+    return counts @ point.dur + program.p * point.t_opt
 
 
 def _run_scan(
@@ -970,6 +986,112 @@ class PeriodicScan(_CompiledScan):
         return functools.partial(_run_native, periodic=True)
 
 
+class _Grid(NamedTuple):
+    """A grid's points as the piecewise scan takes them (the same in every mode): every point's scan
+    inputs and compute time, the plan of its segments (:func:`ppsweep.engine.piecewise.plan`; the
+    reason from :func:`~ppsweep.engine.piecewise.grid_lines` where it has none) and the scan's
+    inputs at the segments' ends, then at their midpoints (None without a plan)."""
+
+    point: _Point
+    compute: np.ndarray
+    plan: Any
+    first: _Point | None
+
+
+@dataclass(frozen=True)
+class PiecewiseScan:
+    """The periodic scan at the ends and midpoints of segments along one axis of the grid; the inner
+    points of each segment whose step time is proved affine are interpolated, the rest scanned
+    (:mod:`ppsweep.engine.piecewise`; docs/contract.md §4, "The piecewise scan"). Grids with an axis
+    that moves the costs on lines, no noise; within :data:`ENGINE_RTOL` of the reference. ``auto``
+    prefers it to the periodic scan where JAX runs on one CPU device. Not a ``scan``: not every
+    point is scanned."""
+
+    name: str = "piecewise_scan"
+    tolerance: Tolerance = Tolerance(rtol=ENGINE_RTOL)
+    is_scan: bool = False
+
+    @property
+    def priority(self) -> int:
+        return 27 if _one_cpu_device() else 3
+
+    def supports(self, table: ScheduleTable, costs: Costs, mode: str, noise: Any, *, cap: int,
+                 worker_node: tuple[int, ...] | None = None) -> str | None:
+        if noise is not None:
+            return "per-operation noise: every point is scanned"
+        refused = _compile_refusal(table, mode)
+        if refused is not None:
+            return refused
+        if int(np.prod(costs.batch, dtype=np.int64)) > HOST_BATCH:
+            return f"more than {HOST_BATCH} points"
+        plan = self._grid(table, costs, worker_node).plan
+        return f"the grid: {plan}" if isinstance(plan, str) else None
+
+    def prepare(self, table: ScheduleTable, mode: str, costs: Costs, *, cap: int,
+                worker_node: tuple[int, ...] | None = None) -> _Prepared:
+        return _prepare_compiled(table, worker_node, self._grid(table, costs, worker_node))
+
+    def run(self, prepared: _Prepared, costs: Costs, mode: str, *, dtype: np.dtype, chunk: int, finish: bool,
+            noise: Any) -> SimResult:
+        return _piecewise_result(prepared.table, costs, dtype, chunk, finish, prepared.tiers, prepared.built,
+                                 functools.partial(_run_native, mode=mode, periodic=True))
+
+    def _grid(self, table: ScheduleTable, costs: Costs, worker_node: tuple[int, ...] | None) -> _Grid:
+        """Every point's scan inputs and compute time, and the grid's plan: the last ones asked for on
+        this thread are kept (a sweep asks for each mode of a table in turn)."""
+        compiled = compiled_for(table)
+        with jax.enable_x64(True):
+            tiers = compiled.tiers(worker_node)
+        grid = _GRID_MEMO.get((compiled, costs), tiers.worker_node)
+        if grid is None:
+            batch = costs.batch
+            point = _scan_point(compiled, costs, batch, np.arange(int(np.prod(batch, dtype=np.int64))), tiers)
+            n = point.t_opt.shape[0]
+            every_cost = np.vstack([point.dur, point.alpha, point.wire, point.sync_dur.reshape(-1, n), point.t_opt[None]])
+            lines = _piecewise.grid_lines(every_cost, batch)
+            plan = lines if isinstance(lines, str) else _piecewise.plan(lines)
+            first = None
+            if not isinstance(plan, str):  # the segments' ends, then each probed segment's midpoint
+                first = _Point(*(np.concatenate([a[..., plan.ends], a[..., plan.midpoints].mean(axis=-1)], axis=-1) for a in point))
+            grid = _GRID_MEMO.put((compiled, costs), tiers.worker_node, _Grid(point, _compute_time(compiled.program, point), plan, first))
+        return grid
+
+
+#: One-entry memo of :meth:`PiecewiseScan._grid` per thread.
+_GRID_MEMO = LastValue()
+
+
+def _piecewise_result(table: ScheduleTable, costs: Costs, dtype: np.dtype, chunk: int, finish: bool, tiers: Tiers, grid: _Grid,
+                      run: Any) -> SimResult:
+    """The piecewise scan's results (:class:`PiecewiseScan`): ``run`` (the periodic scan's tile runner
+    in the mode) at the segments' ends and midpoints, the certified segments interpolated, then
+    ``run`` at every point left. With ``finish`` each worker's finish time is certified and
+    interpolated too; without it only the step time and the critical path's compute time are."""
+    p = compiled_for(table).program.p
+    plan = grid.plan
+    outputs = np.full((2 + p, grid.compute.shape[0]), np.nan)  # the step time, the path's compute, each worker's finish
+    t, fin, path = run(compiled_for(table), point=grid.first, dtype=dtype, chunk=chunk, tiers=tiers)
+    scanned = np.vstack([t[None], path[None], fin])
+    at = plan.ends.size
+    outputs[:, plan.ends] = scanned[:, :at]
+    kept = slice(None) if finish else slice(0, 2)
+    end_values = outputs[kept][:, plan.midpoints]  # (k, n_probed, 2)
+    exact = np.zeros(plan.segments.shape[0], dtype=bool)
+    exact[plan.probed] = _piecewise.certified(end_values, scanned[kept, at:], end_values[0].max(axis=-1))
+    _piecewise.interpolate(plan, outputs[kept], exact)
+    rest = np.flatnonzero(np.isnan(outputs[0]))
+    if rest.size:
+        t, fin, path = run(compiled_for(table), point=_Point(*(a[..., rest] for a in grid.point)), dtype=dtype, chunk=chunk, tiers=tiers)
+        outputs[:, rest] = np.vstack([t[None], path[None], fin])
+    batch = costs.batch
+    return SimResult(
+        t_sim=outputs[0].reshape(batch),
+        worker_finish=outputs[2:].T.reshape(batch + (p,)) if finish else np.zeros(batch + (0,)),
+        comm_time=(outputs[0] - outputs[1]).reshape(batch),
+        compute_time=grid.compute.reshape(batch),
+    )
+
+
 @dataclass(frozen=True)
 class EnvelopeBackend:
     """The compiled envelope (:mod:`ppsweep.engine.envelope`): tables whose envelope at the costs'
@@ -1136,5 +1258,5 @@ class ReferenceBackend:
         )
 
 
-for _backend in (ReferenceBackend(), JaxScan(), NativeScan(), PeriodicScan(), EnvelopeBackend()):
+for _backend in (ReferenceBackend(), JaxScan(), NativeScan(), PeriodicScan(), PiecewiseScan(), EnvelopeBackend()):
     register(_backend)

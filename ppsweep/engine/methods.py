@@ -18,7 +18,7 @@ METHODS = ("auto", "scan", "envelope")
 
 #: The backends :mod:`ppsweep.engine.core` registers (:mod:`ppsweep.engine.backend`): known by name
 #: here before the engine is imported.
-BUILTIN_BACKENDS = ("reference", "jax_scan", "native_scan", "periodic_scan", "envelope")
+BUILTIN_BACKENDS = ("reference", "jax_scan", "native_scan", "periodic_scan", "piecewise_scan", "envelope")
 
 
 def accepted_methods() -> tuple[str, ...]:
