@@ -121,3 +121,15 @@ def test_auto_takes_the_piecewise_scan_on_a_network_grid_but_not_with_noise_nor_
     with pytest.raises(UnsupportedCase, match="noise"):
         simulate(table, costs, "ports", backend="piecewise_scan", noise=noise)
     assert simulate(table, costs, "ports", noise=noise, cap=1).backend == "periodic_scan"
+
+
+def test_a_grid_whose_costs_pass_the_memory_bound_is_declined(monkeypatch):
+    from ppsweep.engine import core
+
+    table = build_schedule("1f1b", 4, 8)
+    costs = Costs.of(table.n_stages, 1e-3, 2e-3, LATENCY[None, :], BANDWIDTH[:, None], 1e6)
+    assert simulate(table, costs, "ports", backend="piecewise_scan").backend == "piecewise_scan"
+    monkeypatch.setattr(core, "PIECEWISE_FLOATS", 100)
+    with pytest.raises(UnsupportedCase, match="floats"):
+        simulate(table, costs, "ports", backend="piecewise_scan")
+    assert simulate(table, costs, "ports", cap=1).backend == "periodic_scan"

@@ -58,7 +58,7 @@ from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveSh
 from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
-from ppsweep.engine.tiers import INTER, INTRA, Tiers, check_worker_node
+from ppsweep.engine.tiers import INTER, INTRA, N_TIERS, Tiers, check_worker_node
 from ppsweep.last_value import LastValue
 from ppsweep.tables.ops import Kind
 from ppsweep.engine.program import Program, n_duration_rows
@@ -1022,8 +1022,10 @@ class PiecewiseScan:
         refused = _compile_refusal(table, mode)
         if refused is not None:
             return refused
-        if int(np.prod(costs.batch, dtype=np.int64)) > HOST_BATCH:
-            return f"more than {HOST_BATCH} points"
+        program = compiled_for(table).program
+        n_points = int(np.prod(costs.batch, dtype=np.int64))
+        if n_points * (n_duration_rows(program.n_stages) + program.n_sync + 2 * N_TIERS + 1) > PIECEWISE_FLOATS:
+            return f"its grid's costs pass {PIECEWISE_FLOATS} floats (every point's are kept at once)"
         plan = self._grid(table, costs, worker_node).plan
         return f"the grid: {plan}" if isinstance(plan, str) else None
 
@@ -1059,6 +1061,11 @@ class PiecewiseScan:
 
 #: One-entry memo of :meth:`PiecewiseScan._grid` per thread.
 _GRID_MEMO = LastValue()
+
+#: Most floats of per-point costs the piecewise scan keeps for one grid (64 MiB): it expands every
+#: point's costs at once (the scans expand :data:`HOST_BATCH` points at a time); larger grids are
+#: scanned point by point (the design grid at p = 64: about 86,000).
+PIECEWISE_FLOATS = 1 << 23
 
 
 def _piecewise_result(table: ScheduleTable, costs: Costs, dtype: np.dtype, chunk: int, finish: bool, tiers: Tiers, grid: _Grid,
