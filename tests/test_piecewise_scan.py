@@ -28,8 +28,8 @@ def _fill(f, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, piecewise.Plan]:
     plan = piecewise.plan(_line(u))
     values = np.full((1, u.size), np.nan)
     values[0, plan.ends] = f(u[plan.ends])
-    ends = values[:, plan.midpoints]
-    mid = f(u[plan.midpoints].mean(axis=-1))[None]
+    ends = values[:, plan.probed_ends]
+    mid = f(u[plan.probed_ends].mean(axis=-1))[None]
     exact = np.zeros(plan.segments.shape[0], dtype=bool)
     exact[plan.probed] = piecewise.certified(ends, mid, ends[0].max(axis=-1))
     piecewise.interpolate(plan, values, exact)

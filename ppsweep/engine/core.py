@@ -1054,7 +1054,7 @@ class PiecewiseScan:
             plan = lines if isinstance(lines, str) else _piecewise.plan(lines)
             first = None
             if not isinstance(plan, str):  # the segments' ends, then each probed segment's midpoint
-                first = _Point(*(np.concatenate([a[..., plan.ends], a[..., plan.midpoints].mean(axis=-1)], axis=-1) for a in point))
+                first = _Point(*(np.concatenate([a[..., plan.ends], a[..., plan.probed_ends].mean(axis=-1)], axis=-1) for a in point))
             grid = _GRID_MEMO.put((compiled, costs), tiers.worker_node, _Grid(point, _compute_time(compiled.program, point), plan, first))
         return grid
 
@@ -1063,8 +1063,8 @@ class PiecewiseScan:
 _GRID_MEMO = LastValue()
 
 #: Most floats of per-point costs the piecewise scan keeps for one grid (64 MiB): it expands every
-#: point's costs at once (the scans expand :data:`HOST_BATCH` points at a time); larger grids are
-#: scanned point by point (the design grid at p = 64: about 86,000).
+#: point's costs at once (the scans expand :data:`HOST_BATCH` points at a time); it declines larger
+#: grids, which ``auto`` gives the periodic scan (the design grid at p = 64: about 86,000).
 PIECEWISE_FLOATS = 1 << 23
 
 
@@ -1074,21 +1074,22 @@ def _piecewise_result(table: ScheduleTable, costs: Costs, dtype: np.dtype, chunk
     in the mode) at the segments' ends and midpoints, the certified segments interpolated, then
     ``run`` at every point left. With ``finish`` each worker's finish time is certified and
     interpolated too; without it only the step time and the critical path's compute time are."""
-    p = compiled_for(table).program.p
+    compiled = compiled_for(table)
+    p = compiled.program.p
     plan = grid.plan
     outputs = np.full((2 + p, grid.compute.shape[0]), np.nan)  # the step time, the path's compute, each worker's finish
-    t, fin, path = run(compiled_for(table), point=grid.first, dtype=dtype, chunk=chunk, tiers=tiers)
+    t, fin, path = run(compiled, point=grid.first, dtype=dtype, chunk=chunk, tiers=tiers)
     scanned = np.vstack([t[None], path[None], fin])
     at = plan.ends.size
     outputs[:, plan.ends] = scanned[:, :at]
     kept = slice(None) if finish else slice(0, 2)
-    end_values = outputs[kept][:, plan.midpoints]  # (k, n_probed, 2)
+    end_values = outputs[kept][:, plan.probed_ends]  # (k, n_probed, 2)
     exact = np.zeros(plan.segments.shape[0], dtype=bool)
     exact[plan.probed] = _piecewise.certified(end_values, scanned[kept, at:], end_values[0].max(axis=-1))
     _piecewise.interpolate(plan, outputs[kept], exact)
     rest = np.flatnonzero(np.isnan(outputs[0]))
     if rest.size:
-        t, fin, path = run(compiled_for(table), point=_Point(*(a[..., rest] for a in grid.point)), dtype=dtype, chunk=chunk, tiers=tiers)
+        t, fin, path = run(compiled, point=_Point(*(a[..., rest] for a in grid.point)), dtype=dtype, chunk=chunk, tiers=tiers)
         outputs[:, rest] = np.vstack([t[None], path[None], fin])
     batch = costs.batch
     return SimResult(

@@ -81,7 +81,7 @@ def grid_lines(costs: np.ndarray, batch: tuple[int, ...]) -> GridLines | str:
     Returns:
       :class:`GridLines`, or a reason: no axis longer than 2, or none that moves the costs on lines.
     """
-    scale = np.abs(costs).max(axis=1) * LINE_TOLERANCE if costs.size else np.zeros(costs.shape[0])
+    scale = np.abs(costs).max(axis=1) * LINE_TOLERANCE
     best, why = None, "no axis longer than 2"
     for axis, n in enumerate(batch):
         if n <= 2:
@@ -130,8 +130,8 @@ class Plan(NamedTuple):
     fraction: np.ndarray
 
     @property
-    def midpoints(self) -> np.ndarray:
-        """``(n_probed, 2)`` the ends of each probed segment, whose mean cost is its midpoint."""
+    def probed_ends(self) -> np.ndarray:
+        """``(n_probed, 2)`` the ends of each probed segment (the mean of their costs is its midpoint)."""
         return self.segments[self.probed]
 
 
