@@ -71,6 +71,20 @@ def test_the_grid_s_axis_is_the_one_that_moves_the_costs_least_and_lines_are_che
     assert _lines_of(table, Costs.of(table.n_stages, 1e-3, 2e-3, np.array([1e-6, 2e-6]), 1e10, 1e6)) == "no axis longer than 2"
 
 
+def test_a_cost_on_a_large_constant_does_not_push_a_small_one_off_its_line():
+    # Chimera's and DualPipe's all-reduces: a bandwidth term of tens of milliseconds under a latency
+    # term. Their moves along the latency axis round on the large term's scale; positions read from
+    # them put the latency itself (1e-8 to 1e-4 s) off its line, and the scan fell back to the
+    # bandwidth axis, where the step time bends far more often.
+    bandwidth, latency = np.logspace(9, 12, 32), np.logspace(-8, -4, 8)
+    alpha = np.broadcast_to(latency[None, :], (32, 8)).ravel()
+    wire = np.broadcast_to(1e6 / bandwidth[:, None], (32, 8)).ravel()
+    all_reduce = 5e7 / np.broadcast_to(bandwidth[:, None], (32, 8)).ravel() + 6.0 * alpha
+    lines = piecewise.grid_lines(np.vstack([alpha, wire, all_reduce]), (32, 8))
+    assert isinstance(lines, piecewise.GridLines) and lines.axis == 1
+    np.testing.assert_allclose(lines.u, (latency - latency[0]) / (latency[-1] - latency[0]), rtol=1e-12, atol=0)
+
+
 def _lines_of(table, costs):
     """The piecewise scan's lines of ``costs`` for ``table``, or its reason."""
     from ppsweep.engine.core import PiecewiseScan

@@ -71,8 +71,9 @@ def grid_lines(costs: np.ndarray, batch: tuple[int, ...]) -> GridLines | str:
     """The grid's axis along which the scan may interpolate, or why none.
 
     An axis qualifies where, at every index of the other axes, its points' costs lie on a line, at
-    the same positions on every line, strictly ordered. Of those, the one whose span moves the costs
-    least (summed over every cost, at the first index of the others) is taken.
+    the same positions on every line, strictly ordered (the positions read off the cost the axis
+    moves most for its size). Of those, the one whose span moves the costs least (summed over every
+    cost, at the first index of the others) is taken.
 
     Args:
       costs: ``(R, n)`` every cost the scan reads at each point (flat C order over ``batch``).
@@ -81,6 +82,7 @@ def grid_lines(costs: np.ndarray, batch: tuple[int, ...]) -> GridLines | str:
     Returns:
       :class:`GridLines`, or a reason: no axis longer than 2, or none that moves the costs on lines.
     """
+    costs = costs[costs.max(axis=1) > costs.min(axis=1)]  # a cost the grid keeps fixed lies on every line
     scale = np.abs(costs).max(axis=1) * LINE_TOLERANCE
     best, why = None, "no axis longer than 2"
     for axis, n in enumerate(batch):
@@ -91,11 +93,14 @@ def grid_lines(costs: np.ndarray, batch: tuple[int, ...]) -> GridLines | str:
         moved = x - x[:, :, :1, :]  # (R, before, n, after)
         span = moved[:, :, -1:, :]
         first = span[:, 0, 0, 0]
-        norm = float(first @ first)
-        if norm == 0.0:
+        if not first.any():
             why = f"axis {axis} moves no cost"
             continue
-        u = np.einsum("r,ri->i", first, moved[:, 0, :, 0]) / norm
+        # positions read off the cost the axis moves most for its size: a cost that sits on a large
+        # constant (an all-reduce's bandwidth term under its latency term) rounds its moves on that
+        # constant's scale, and positions read from it would put a small cost off its own line
+        ref = int(np.argmax(np.abs(first) / scale))  # (every cost left moves: its scale is positive)
+        u = moved[ref, 0, :, 0] / first[ref]
         if not np.all(np.diff(u) > 0):
             why = f"axis {axis} moves the costs back and forth along its line"
             continue
