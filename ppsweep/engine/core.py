@@ -61,7 +61,7 @@ from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_se
 from ppsweep.engine.tiers import INTER, INTRA, N_TIERS, Tiers, check_worker_node
 from ppsweep.last_value import LastValue
 from ppsweep.tables.ops import Kind
-from ppsweep.engine.program import Program, n_duration_rows
+from ppsweep.engine.program import Program, compute_time, n_duration_rows
 from ppsweep.tables.table import ScheduleTable
 
 __all__ = ["DEFAULT_CHUNK", "METHODS", "MODES", "Costs", "SimResult", "check_method", "check_mode", "method_backend", "simulate",
@@ -333,7 +333,7 @@ def _simulate_scan(
         t, f, path_compute = (run or _run_scan)(compiled, mode, point, dtype, chunk, factors, tiers)
         t_sim[lo:hi], finish[:, lo:hi], comm[lo:hi] = t, f, t - path_compute
         if factors is None:
-            compute[lo:hi] = _compute_time(program, point)
+            compute[lo:hi] = compute_time(program, point.dur, point.t_opt)
         else:  # every point's durations, laid out as durations() lays them out (the same sums, to the bit)
             per_point = np.repeat(point.dur.T, k, axis=0).T
             sample = index[lo:hi] % k
@@ -399,12 +399,6 @@ def _scan_point(compiled: CompiledTable, costs: Costs, grid: tuple[int, ...], in
     program = compiled.program
     flat = costs.at(np.unravel_index(index, grid or (1,)), program.n_stages)
     return _Point(flat.durations(), flat.tier_alpha(), flat.tier_wire(), _sync_durations(program, flat, tiers), flat.t_opt)
-
-
-def _compute_time(program: Program, point: _Point) -> np.ndarray:
-    """The compute time of every operation and every worker's optimizer update at each point of ``point``, ``(n,)``."""
-    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
-    return counts @ point.dur + program.p * point.t_opt
 
 
 def _run_scan(
@@ -1055,7 +1049,7 @@ class PiecewiseScan:
             first = None
             if not isinstance(plan, str):  # the segments' ends, then each probed segment's midpoint
                 first = _Point(*(np.concatenate([a[..., plan.ends], a[..., plan.probed_ends].mean(axis=-1)], axis=-1) for a in point))
-            grid = _GRID_MEMO.put((compiled, costs), tiers.worker_node, _Grid(point, _compute_time(compiled.program, point), plan, first))
+            grid = _GRID_MEMO.put((compiled, costs), tiers.worker_node, _Grid(point, compute_time(compiled.program, point.dur, point.t_opt), plan, first))
         return grid
 
 

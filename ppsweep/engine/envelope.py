@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, step_end, synchronise, wire_time
-from ppsweep.engine.program import Program, n_duration_rows
+from ppsweep.engine.program import Program, compute_time, n_duration_rows
 from ppsweep.engine.tiers import INTER, INTRA, Tiers, tiers_for
 from ppsweep.last_value import LastValue
 
@@ -544,11 +544,10 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
         sync_end[k] = end
     t_sim = step_end(alg, finish, [sync_end[k] for k in range(program.n_sync)],
                      [[int(w) for w in row if w >= 0] for row in program.sync_holders], lambda w, start: start + t_opt)
-    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
     return Envelope(
         t_sim=t_sim,
         finish=tuple(finish),
-        compute=counts @ rows + p * t_opt,
+        compute=compute_time(program, rows, t_opt),
         comm=np.asarray(comm, dtype=bool),
         depth=program.n_ops + program.n_sync + 2,
         largest=alg.largest,

@@ -41,6 +41,14 @@ def n_duration_rows(n_stages: int) -> int:
     return 5 * n_stages + 1
 
 
+def compute_time(program: "Program", durations, t_opt):
+    """A step's compute time: every operation's duration (``durations``, one row per duration row,
+    :func:`n_duration_rows`; a point's numbers or the envelope's vectors) and every worker's
+    optimizer update ``t_opt``."""
+    counts = np.bincount(program.compute_rows, minlength=n_duration_rows(program.n_stages)).astype(float)
+    return counts @ durations + program.p * t_opt
+
+
 def zero_row(n_stages: int) -> int:
     """The duration row that is always 0 (the zero-length steps of a pair)."""
     return 5 * n_stages
