@@ -117,11 +117,13 @@ def _block_rows(steps, first: int, last: int, p: int) -> np.ndarray | None:
     workers = steps.worker[s0:s1]
     out, dep, slot = steps.out[s0:s1], steps.dep[s0:s1], steps.slot[s0:s1]
     held = steps.held[s0:s1].reshape(-1)
-    written = np.unique(np.concatenate([workers, reg + out[out >= 0], res + held[held >= 0], ready + slot[slot >= 0]]))
-    read = np.unique(np.concatenate([workers, reg + dep[dep >= 0], res + held[held >= 0]]))
-    if not np.isin(read, written).all():
+    # a mask over the rows, not np.unique (a sort) of each list: the rows are few, the steps many
+    writes = np.zeros(ready + 1 + int(slot.max(initial=-1)), dtype=bool)
+    for rows in (workers, reg + out[out >= 0], res + held[held >= 0], ready + slot[slot >= 0]):
+        writes[rows] = True
+    if not writes[reg + dep[dep >= 0]].all():  # the workers' and resources' rows it reads, it writes
         return None
-    return written.astype(np.int64)
+    return np.flatnonzero(writes).astype(np.int64)
 
 
 def periodic_runs(steps, p: int, m: int) -> PeriodicRuns:
