@@ -809,8 +809,11 @@ def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, li
             with tempfile.TemporaryDirectory() as empty:
                 compiled = bench_sweep(name, extra, Path(empty), "cold but for numba's kernels (compiled by the cold run)",
                                        kernels=Path(caches) / "numba")
-            print(f"  numba's compiling in the cold run, same bench run: {cold['wall'] - compiled['wall']:.1f} s of wall, "
-                  f"{cold['cpu'] - compiled['cpu']:.1f} CPU s")
+            wall, cpu = cold["wall"] - compiled["wall"], cold["cpu"] - compiled["cpu"]
+            # a difference of two runs: where it comes out negative, the machine's noise between them outweighed the compiling
+            noise = "" if wall > 0 and cpu > 0 else " (not a measurement: the two runs differed by more than the compiling)"
+            print(f"  numba's compiling in the cold run (cold less cold but for the kernels), same bench run: {wall:.1f} s of wall, "
+                  f"{cpu:.1f} CPU s{noise}")
             others.append(compiled)
     return [cold, warm, *others]
 
