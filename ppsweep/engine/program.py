@@ -41,7 +41,7 @@ def n_duration_rows(n_stages: int) -> int:
     return 5 * n_stages + 1
 
 
-def compute_time(program: "Program", durations, t_opt):
+def compute_time(program: "Program", durations: np.ndarray, t_opt: np.ndarray | float) -> np.ndarray:
     """A step's compute time: every operation's duration (``durations``, one row per duration row,
     :func:`n_duration_rows`; a point's numbers or the envelope's vectors) and every worker's
     optimizer update ``t_opt``."""
