@@ -246,25 +246,35 @@ def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("name, mode", [("zbv", "ports"), ("chimera", "ports"), ("interleaved_1f1b", "contention")])
-def test_an_evaluation_in_parts_is_the_unrolled_one_to_the_bit(name, mode, monkeypatch):
-    # More vectors × features than one compiled evaluation unrolls (MAX_UNROLLED) are evaluated in
-    # parts; the maxima and minima of the parts are the same bits.
+def test_the_evaluation_sums_each_row_left_to_right_without_fused_multiply_adds(name, mode, monkeypatch):
+    # The evaluation rule (docs/contract.md): a row's value is sum_j c_j * y_j in feature order,
+    # every product and sum rounded on its own, and t_sim the maximum of the rows; the same in the
+    # tie-checking form as in the plain one. Replayed here point by point in Python floats (which
+    # round every operation and never fuse one).
     monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
     table = build_schedule(name, 4, 8)
     beta = np.logspace(-1, 2, 24)[:, None]
     alpha = np.concatenate([[0.0], np.logspace(-3, 0, 19)])[None, :]
-    args = (table, 1.0, 2.0, alpha, beta, 2.0, mode)
-    whole = simulate(*args, backend="envelope", grad_bytes=3.0)
     program = program_for(table)
     feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
                                        "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
     env = compiled_mod.envelope_for(table, program, mode, feats)
-    monkeypatch.setattr(env_mod, "MAX_UNROLLED", 2 * feats.n)  # two vectors a part
-    assert env.n_vectors > env_mod._unrolled_rows(feats.n) == 2
-    calls = []
-    in_parts = env_mod._evaluate_in_parts
-    monkeypatch.setattr(env_mod, "_evaluate_in_parts", lambda *a, **k: calls.append(1) or in_parts(*a, **k))
-    parts = simulate(*args, backend="envelope", grad_bytes=3.0)
-    assert calls  # evaluated in parts
-    for field in ("t_sim", "worker_finish", "comm_time", "compute_time"):
-        np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field), err_msg=field)
+    assert env.n_vectors > 2
+    batch = (24, 20)
+    ys = [np.broadcast_to(np.asarray(y, dtype=np.float64), batch) for y in feats.arrays]
+    want = np.empty(batch)
+    for point in np.ndindex(batch):
+        values = []
+        for row in env.t_sim:
+            total = 0.0
+            for c, y in zip(row.tolist(), (float(y[point]) for y in ys)):
+                total = total + c * y
+            values.append(total)
+        want[point] = max(values)
+    got = env_mod.evaluate(env, feats, batch, finish=False)
+    np.testing.assert_array_equal(got.t_sim, want)
+    shaped = tuple(np.asarray(y, dtype=np.float64) for y in feats.arrays)
+    compute = got.compute_time
+    for check in (False, True):  # the form decides comm_time's ties, never a bit of t_sim
+        form = env_mod._evaluate_block(env, env.t_sim, None, shaped, batch, np.dtype(np.float64), 1e-9, 1e-12, compute, check)
+        np.testing.assert_array_equal(form.t_sim, want)

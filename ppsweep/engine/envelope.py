@@ -47,13 +47,10 @@ README's tie rule decides which path is critical; :func:`evaluate` flags those p
 
 from __future__ import annotations
 
-import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ppsweep.engine.comm import RingAllReduce, Routing, message_time, route, send, step_end, synchronise, wire_time
@@ -63,13 +60,6 @@ from ppsweep.last_value import LastValue
 
 #: Largest set of vectors the programme keeps at one node before giving up (the engine then scans).
 DEFAULT_CAP = 64
-
-#: Most vector-features (vectors, padded to a power of two, times features) one compiled
-#: evaluation unrolls (:func:`_evaluate_jit`); more are evaluated in parts of this size
-#: (:func:`_evaluate_in_parts`, the same bits). XLA fuses a longer running maximum into one
-#: expression that grows past memory: 64 vectors of 11 features took more than 5 GB and did not
-#: compile, 64 of 6 and 128 of 3 compile in about a second (docs/performance.md).
-MAX_UNROLLED = 384
 
 #: Two per-stage profiles or features agree when they differ by at most this, relative.
 _EXACT = 1e-14
@@ -560,13 +550,6 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
 # evaluation
 
 
-def _pad_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows repeated up to a power of two (a repeated vector changes no maximum; fewer compilations)."""
-    k = vectors.shape[0]
-    size = 1 << max(0, (k - 1).bit_length())
-    return np.concatenate([vectors, np.repeat(vectors[:1], size - k, axis=0)]) if size > k else vectors
-
-
 @dataclass(frozen=True)
 class EnvelopeResult:
     """What :func:`evaluate` gives, every array with the point shape (``finish``: ``+ (p,)``)."""
@@ -602,8 +585,7 @@ def evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: Any 
       An :class:`EnvelopeResult`; ``ambiguous`` marks points whose ``comm_time`` the README's tie
       rule must settle (the engine recomputes them with the scan).
     """
-    with jax.enable_x64(True):
-        return _evaluate(env, feats, batch, np.dtype(dtype), finish, tie_rtol)
+    return _evaluate(env, feats, batch, np.dtype(dtype), finish, tie_rtol)
 
 
 def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.dtype, finish: bool, tie_rtol: float) -> EnvelopeResult:
@@ -800,146 +782,71 @@ def _compute_time(env: Envelope, ys: tuple[np.ndarray, ...], batch: tuple[int, .
     """``compute_time`` of every point: a read-only ``batch``-shaped view of its values over the axes
     along which the compute features vary (most grids: a single value).
 
-    It is the sum of the compute features weighted by the envelope's ``compute`` vector, in the
-    expression the evaluation used before (:func:`_dot`, compiled by XLA), so the same to the bit,
-    without writing (and copying out) one value per point.
+    It is the sum of the compute features weighted by the envelope's ``compute`` vector, summed as
+    every row is (:func:`_dot`), without writing (and copying out) one value per point.
     """
     compute_idx = tuple(int(j) for j in np.flatnonzero(~env.comm))
-    shape = np.broadcast_shapes((1,) * len(batch), *(ys[j].shape for j in compute_idx))
-    with jax.enable_x64(True):
-        small = _compute_jit(tuple(ys[j] for j in compute_idx), env.compute[list(compute_idx)].astype(dtype), batch=shape)
-    return np.broadcast_to(np.asarray(small, dtype=np.float64), batch)  # np.asarray: the host array without jax.device_get's tree walk (50 µs a call)
-
-
-@functools.partial(jax.jit, static_argnames=("batch",))
-def _compute_jit(ys, total, *, batch):
-    ys = [jnp.broadcast_to(y, batch) for y in ys]
-    return _dot(total, None, ys=ys, batch=batch, dtype=total.dtype)
+    small = _dot(env.compute.astype(dtype), ys, dtype, compute_idx)
+    return np.broadcast_to(small.astype(np.float64, copy=False), batch)
 
 
 def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray, ...] | None, ys: tuple[np.ndarray, ...],
                     batch: tuple[int, ...], dtype: np.dtype, band: float, tie_rtol: float, compute: np.ndarray,
                     check: bool) -> EnvelopeResult:
-    fin = None
-    if finish is not None:
-        size = max(f.shape[0] for f in finish)
-        size = 1 << max(0, (size - 1).bit_length())
-        # each worker's rows, then its first row again up to ``size`` (a maximum it does not change)
-        counts = np.array([f.shape[0] for f in finish])
-        first = np.cumsum(counts) - counts
-        slot = np.arange(size)
-        fin = np.concatenate(finish)[np.where(slot < counts[:, None], first[:, None] + slot, first[:, None])].astype(dtype)
-    # The band is an argument, not a constant: it depends on the table's depth, and one
-    # compiled evaluation then serves every table of the same shape.
-    rows = _pad_rows(vectors).astype(dtype)
-    batch = tuple(int(b) for b in batch)
+    rows = vectors.astype(dtype)
     comm_idx = tuple(int(j) for j in np.flatnonzero(env.comm))
-    band = np.asarray(band, dtype=dtype)
-    part = _unrolled_rows(rows.shape[-1])
-    if rows.shape[0] <= part and (fin is None or fin.shape[1] <= part):
-        out = _evaluate_jit(ys, rows, fin, band, batch=batch, comm_idx=comm_idx, check=check)
-    else:
-        out = _evaluate_in_parts(ys, rows, fin, band, part, batch=batch, comm_idx=comm_idx, check=check)
-    t_sim, comm_time, lowest, finish_out = (None if a is None else np.asarray(a) for a in out)  # on the host already
+    band = np.asarray(band, dtype=dtype)[()]
+    # Every value is computed over the axes along which the features vary, then spread over the grid.
+    t = _running_max(rows, ys, dtype)
+    if check:  # the highest and lowest communication part of the vectors near the maximum
+        hi, lowest = _near_span(rows, ys, t, band, comm_idx, dtype)
+    else:  # every maximal vector has the same communication part: the first one's
+        hi, lowest = _dot(rows[0], ys, dtype, comm_idx), None
+    t_sim = np.broadcast_to(t, batch)
+    comm_time = np.broadcast_to(hi, batch)
     # several vectors with different communication parts near the maximum: an ambiguous point
-    ambiguous = comm_time - lowest > tie_rtol * np.abs(t_sim) if check else np.zeros(batch, dtype=bool)
+    ambiguous = (np.broadcast_to(hi - lowest > tie_rtol * np.abs(t), batch) if check
+                 else np.zeros(batch, dtype=bool))
+    fin = None
+    if finish is not None:  # each worker's finish: the maximum of its own rows
+        fin = np.stack([np.broadcast_to(_running_max(f.astype(dtype), ys, dtype), batch) for f in finish], axis=-1)
     return EnvelopeResult(
-        t_sim=np.asarray(t_sim, dtype=np.float64),
-        finish=None if finish_out is None else np.moveaxis(np.asarray(finish_out, dtype=np.float64), 0, -1),
-        comm_time=np.asarray(comm_time, dtype=np.float64),
-        ambiguous=ambiguous,
+        t_sim=np.array(t_sim, dtype=np.float64),
+        finish=None if fin is None else fin.astype(np.float64, copy=False),
+        comm_time=np.array(comm_time, dtype=np.float64),
+        ambiguous=np.array(ambiguous),
         compute_time=compute,
     )
 
 
-def _unrolled_rows(n_features: int) -> int:
-    """The most rows of ``n_features`` one compiled evaluation unrolls: the largest power of two
-    within :data:`MAX_UNROLLED` vector-features (at least 1)."""
-    rows = 1
-    while 2 * rows * max(n_features, 1) <= MAX_UNROLLED:
-        rows *= 2
-    return rows
-
-
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx", "check"))
-def _evaluate_jit(ys, vectors, finish, band, *, batch, comm_idx, check):
-    # Unrolled over the vectors, each running maximum used once per step: XLA then fuses the whole
-    # evaluation into one pass over the points (a reduction over a vector axis is far slower on
-    # CPU, and a running value used twice per step makes XLA's fusion blow up).
-    # ``compute_time`` is evaluated apart (:func:`_compute_time`): it needs no per-point output.
-    # Returns ``(t, hi, lo, fin)``: with ``check``, the highest and lowest communication part of the
-    # vectors near the maximum; else the first vector's (every maximal vector has the same) and None.
-    dot = _dotter(ys, batch, vectors.dtype)
-    t = _running_max(dot, [vectors[k] for k in range(vectors.shape[0])])
-    hi, lo = _near_span(dot, vectors, t, band, comm_idx) if check else (dot(vectors[0], comm_idx), None)
-    fin = None if finish is None else _running_max(dot, [finish[:, k] for k in range(finish.shape[1])])  # (p, K_w, J)
-    return t, hi, lo, fin
-
-
-def _evaluate_in_parts(ys, rows, finish, band, part, *, batch, comm_idx, check):
-    """:func:`_evaluate_jit`'s ``(t, hi, lo, fin)`` over parts of ``part`` rows (and of each worker's
-    rows), each compiled on its own: maxima and minima of the parts' are the same bits."""
-    t = functools.reduce(jnp.maximum, [_max_jit(ys, rows[i : i + part], batch=batch) for i in range(0, rows.shape[0], part)])
-    if check:
-        spans = [_span_jit(ys, rows[i : i + part], t, band, batch=batch, comm_idx=comm_idx)
-                 for i in range(0, rows.shape[0], part)]
-        hi, lo = functools.reduce(jnp.maximum, [h for h, _ in spans]), functools.reduce(jnp.minimum, [low for _, low in spans])
-    else:
-        hi, lo = _first_comm_jit(ys, rows[0], batch=batch, comm_idx=comm_idx), None
-    fin = None
-    if finish is not None:  # (p, K_w, J): the parts along the workers' vectors
-        by_vector = np.moveaxis(finish, 1, 0)
-        fin = functools.reduce(jnp.maximum, [_max_jit(ys, by_vector[i : i + part], batch=batch)
-                                             for i in range(0, by_vector.shape[0], part)])
-    return t, hi, lo, fin
-
-
-@functools.partial(jax.jit, static_argnames=("batch",))
-def _max_jit(ys, rows, *, batch):
-    dot = _dotter(ys, batch, rows.dtype)
-    return _running_max(dot, [rows[k] for k in range(rows.shape[0])])
-
-
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx"))
-def _span_jit(ys, rows, top, band, *, batch, comm_idx):
-    return _near_span(_dotter(ys, batch, rows.dtype), rows, top, band, comm_idx)
-
-
-@functools.partial(jax.jit, static_argnames=("batch", "comm_idx"))
-def _first_comm_jit(ys, row, *, batch, comm_idx):
-    return _dotter(ys, batch, row.dtype)(row, comm_idx)
-
-
-def _dotter(ys, batch, dtype):
-    """:func:`_dot` against ``ys`` broadcast to ``batch``."""
-    return functools.partial(_dot, ys=[jnp.broadcast_to(y, batch) for y in ys], batch=batch, dtype=dtype)
-
-
-def _running_max(dot, rows):
-    """The maximum of ``dot(row)`` over ``rows``, in order (unrolled)."""
-    t = dot(rows[0])
+def _running_max(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype) -> np.ndarray:
+    """The maximum of :func:`_dot` over ``rows (K, J)``, in order (NaN wins, as in ``np.maximum``)."""
+    t = _dot(rows[0], ys, dtype)
     for row in rows[1:]:
-        t = jnp.maximum(t, dot(row))
+        t = np.maximum(t, _dot(row, ys, dtype))
     return t
 
 
-def _near_span(dot, rows, top, band, comm_idx):
+def _near_span(rows: np.ndarray, ys: tuple[np.ndarray, ...], top: np.ndarray, band: np.floating,
+               comm_idx: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """The highest and lowest communication part of the ``rows`` within ``band`` of ``top`` (relative)."""
-    floor = top - band * jnp.abs(top)
-    hi = jnp.full(top.shape, -jnp.inf, top.dtype)
-    lo = jnp.full(top.shape, jnp.inf, top.dtype)
-    for k in range(rows.shape[0]):
-        near = dot(rows[k]) >= floor
-        c = dot(rows[k], comm_idx)
-        hi = jnp.maximum(hi, jnp.where(near, c, -jnp.inf))
-        lo = jnp.minimum(lo, jnp.where(near, c, jnp.inf))
+    floor = top - band * np.abs(top)
+    hi = np.full(top.shape, -np.inf, dtype)
+    lo = np.full(top.shape, np.inf, dtype)
+    for row in rows:
+        near = _dot(row, ys, dtype) >= floor
+        c = _dot(row, ys, dtype, comm_idx)
+        hi = np.maximum(hi, np.where(near, c, -np.inf))
+        lo = np.minimum(lo, np.where(near, c, np.inf))
     return hi, lo
 
 
-def _dot(c, features=None, *, ys, batch, dtype):
-    """``c (..., J)`` against the features ``ys`` (broadcast to ``batch``), summed in feature order."""
-    lead = c.shape[:-1]
-    acc = jnp.zeros(lead + batch, dtype)
-    for j in range(len(ys)) if features is None else features:
-        acc = acc + c[..., j].reshape(lead + (1,) * len(batch)) * ys[j]
+def _dot(c: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, features: tuple[int, ...] | None = None) -> np.ndarray:
+    """``c (J,)`` against the features ``ys`` (those in ``features``; None: all), summed left to
+    right in feature order from 0, each product rounded on its own (no fused multiply-add: the
+    envelope's evaluation rule, docs/contract.md), over the broadcast shape of the features summed."""
+    chosen = range(len(ys)) if features is None else features
+    acc = np.zeros(np.broadcast_shapes((1,) * ys[0].ndim, *(ys[j].shape for j in chosen)), dtype)
+    for j in chosen:
+        acc = acc + c[j] * ys[j]
     return acc
