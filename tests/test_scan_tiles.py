@@ -131,6 +131,7 @@ def test_tables_of_any_length_share_one_compiled_block_of_waves(mode, monkeypatc
     # block's waves run by the same compiled kernel, and the results follow the reference
     # simulator across the blocks' seams.
     from ppsweep.engine.compiled import WAVE_BLOCK
+    from ppsweep.engine.jax_scan import _scan_waves
     from ppsweep.engine.reference import reference_simulate
 
     tables = [build_schedule("1f1b", 4, m) for m in (8, 40, 72)]
@@ -141,7 +142,7 @@ def test_tables_of_any_length_share_one_compiled_block_of_waves(mode, monkeypatc
     for table in tables:
         costs, options = _grid(table, 5, seed=3)
         got = _run(table, costs, options, mode, "jax_scan")  # the JAX scan's compiled blocks
-        kernels.append(core._scan_waves._cache_size())
+        kernels.append(_scan_waves._cache_size())
         for i in range(5):
             want = reference_simulate(table, costs["t_f"][i], costs["t_b"][i], costs["alpha"][i], costs["beta"][i],
                                       costs["msg_bytes"][i], mode, grad_bytes=options["grad_bytes"][i], t_opt=options["t_opt"][i],

@@ -41,6 +41,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 
+#: Candidates within this relative distance of a maximum tie (README, "Critical path").
+TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
+
+
 def wire_time(n_bytes: Any, beta: Any) -> np.ndarray:
     """Seconds ``n_bytes`` occupy a link of ``beta`` bytes/s: ``bytes/β``, 0 where ``β = ∞``."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -36,15 +36,16 @@ Which implementation computes a call is the backend registry's choice (:mod:`pps
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import sys
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ppsweep import engine_threads
@@ -53,8 +54,8 @@ from ppsweep.engine import piecewise as _piecewise
 from ppsweep.engine import reference as _reference
 from ppsweep.engine import scan_tally
 from ppsweep.engine.backend import AUTO, SCAN, SimResult, Tolerance, check_backend, choose, register
-from ppsweep.engine.comm import MODE_RULES, MODES, RingAllReduce, check_mode, message_time, send, step_end, synchronise
-from ppsweep.engine.compiled import WAVE_BLOCK, CompiledTable, ScanShape, WaveShape, bucket, compiled_for
+from ppsweep.engine.comm import MODE_RULES, MODES, TIE_TOLERANCE, RingAllReduce, check_mode
+from ppsweep.engine.compiled import NOISY_BLOCK, WAVE_BLOCK, CompiledTable, ScanShape, bucket, compiled_for
 from ppsweep.engine.cost_grid import Costs
 from ppsweep.engine.methods import METHODS, SCAN_ENV, check_method, method_backend, scan_implementation  # noqa: F401 - re-exported
 from ppsweep.engine.noise import NoiseConfig, op_factors, op_identities, pair_sends, reference_inputs
@@ -79,16 +80,9 @@ DEFAULT_CHUNK = 1024
 #: at 256 or 512 than at 1024; 1F1B 5x slower at 2048 than at 1024).
 TILE_BYTES = 1 << 20
 
-#: Waves of a noisy scan whose products (durations and message times with their factors) are
-#: computed at once, ``3 × (block, p, tile)`` (a divisor of the waves' padding, 32). Measured,
-#: 1F1B p=8, m=32, 1,024 points, one thread: 16 waves ~1.4x faster than 8, 4 slower still.
-NOISY_BLOCK = 16
-
 #: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
 HOST_BATCH = 1 << 18
 
-#: Candidates within this relative distance of a maximum tie (README, "Critical path").
-TIE_TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-6}
 
 
 def simulate(
@@ -247,6 +241,14 @@ def _backend_of(backend: str, method: str | None) -> str:
     return f"{scan}_scan" if backend in (AUTO, SCAN) else backend
 
 
+def _x64() -> contextlib.AbstractContextManager:
+    """JAX's scoped float64 (``jax.enable_x64``) where JAX is imported, else nothing: every JAX call of
+    the engine (the JAX scan, the compiled lanes, the noise's draws) enters the scope itself, so a
+    sweep that never imports JAX needs none."""
+    jax = sys.modules.get("jax")
+    return contextlib.nullcontext() if jax is None else jax.enable_x64(True)
+
+
 def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, backend: str,
                           finish: bool, cap: int, noise: NoiseConfig | None, worker_node: Any = None) -> SimResult:
     """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages:
@@ -268,7 +270,7 @@ def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtyp
         return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
                          rep(plain.compute_time, -1), plain.backend, plain.reason)
     noise = noise if noise is not None and noise.enabled else None
-    with jax.enable_x64(True):
+    with _x64():
         chosen, reason = choose(table, costs, mode, noise, backend, cap, worker_node)
         prepared = chosen.prepare(table, mode, costs, cap=cap, worker_node=worker_node)
         result = chosen.run(prepared, costs, mode, dtype=dtype, chunk=chunk, finish=finish, noise=noise)
@@ -282,7 +284,7 @@ def _scan_result(table: ScheduleTable, costs: Costs, mode: str, dtype: np.dtype,
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
     factors = None
-    with jax.enable_x64(True):
+    with _x64():
         compiled = compiled_for(table)
         if noise is not None:
             batch, n = batch + (noise.samples,), n * noise.samples
@@ -355,7 +357,7 @@ def _simulate_envelope(
     """The envelope ``env`` of the features ``feats`` of ``costs`` (messages on ``tiers``) at every point;
     the points the tie rule decides get their ``comm_time`` from the scan (:func:`_preferred_scan`)."""
     batch = costs.batch
-    with jax.enable_x64(True):
+    with _x64():
         r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
         comm = r.comm_time
         ambiguous = np.flatnonzero(r.ambiguous)
@@ -414,53 +416,58 @@ def _run_scan(
     holds whole groups, its results come out sample-major, so each lane's factors broadcast over it.
     Each lane's message takes its tier of ``tiers`` (default: every one between nodes).
     """
-    devices = jax.devices()
+    from ppsweep.engine import jax_scan
+
     tiers = compiled.tiers(None) if tiers is None else tiers
     shape, blocks, counts = compiled.lanes(mode)
     blocks = tuple(lanes + (tier,) for lanes, tier in zip(blocks, compiled.tier_lanes(tiers)))
-    k, block_factors = 0, [()] * len(blocks)
-    if factors is not None:
-        k = factors.compute.shape[-1]
-        with jax.enable_x64(True):
-            block_factors = [(jnp.asarray(factors.compute[b:b + WAVE_BLOCK], dtype), jnp.asarray(factors.message[b:b + WAVE_BLOCK], dtype))
-                             for b in range(0, len(blocks) * WAVE_BLOCK, WAVE_BLOCK)]
+    k = 0 if factors is None else factors.compute.shape[-1]
     n = point.alpha.shape[-1] * max(k, 1)  # points (with noise: groups × samples)
     tile = min(chunk, _power_of_two(n, 256), _tile_points(shape, point.dur.shape[0], k))
     if k:
         tile = max(1, tile // k) * k
-    size = tile * len(devices)
+    size = tile * jax_scan.device_count()
     n_tiles = -(-n // size)
     tiles = _Point(*(_tile_major(a, size // max(k, 1), dtype) for a in point))  # each (n_tiles, …, size or groups)
-    placed = _placement(len(devices))
     t_sim, path = np.empty((n_tiles, size), dtype), np.empty((n_tiles, size), dtype)
     finish = np.empty((n_tiles, shape.p, size), dtype)
-
-    def one(i: int) -> None:
-        with jax.enable_x64(True):  # pool threads do not inherit the caller's scope
-            put = lambda a: jax.device_put(a, devices[0] if placed is None else placed(a.ndim))  # noqa: E731
-            args = _Point(*(put(a[i]) for a in tiles))
-            # on the device as every block leaves it, so that every block calls the same compiled code
-            state = jax.tree_util.tree_map(put, _initial_state(shape, size, dtype))
-            for lanes, count, factor in zip(blocks, counts, block_factors):
-                state = _scan_waves(shape.waves, lanes, count, args.dur, args.alpha, args.wire, state, k, *factor)
-            t_sim[i], finish[i], path[i] = _scan_end(shape, state, args.sync_dur, args.t_opt, k)
-
-    workers = _scan_workers() if placed is None else 1
-    if workers > 1 and n_tiles > 1:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(one, range(n_tiles)))
-    else:
-        for i in range(n_tiles):
-            one(i)
+    jax_scan.run_tiles(shape, blocks, counts, None if factors is None else (factors.compute, factors.message), k, tiles, dtype,
+                       (t_sim, finish, path), _scan_workers())
     t_sim, path = (_point_major(a, k)[:n].astype(np.float64) for a in (t_sim, path))
     finish = _point_major(np.moveaxis(finish, 1, 0), k)[:, :n].astype(np.float64)
     return t_sim, finish, path
 
 
 def _one_cpu_device() -> bool:
-    """Whether JAX runs on one CPU device (where the compiled CPU loop is the faster scan)."""
+    """Whether JAX runs on one CPU device (where the compiled CPU loop is the faster scan). Without
+    importing JAX where nothing could give it another device (:func:`_jax_may_see_devices`): then
+    it would run on one CPU device, and a sweep that never scans with JAX never imports it."""
+    if "jax" not in sys.modules and not _jax_may_see_devices():
+        return True
+    import jax
+
     devices = jax.devices()
     return len(devices) == 1 and devices[0].platform == "cpu"
+
+
+def _jax_may_see_devices() -> bool:
+    """Whether JAX, once imported, might find a device other than one CPU: a platform or a CPU
+    device count asked for in the environment, or an accelerator plugin installed (JAX finds them
+    in the ``jax_plugins`` namespace package or entry points, or as ``libtpu``)."""
+    if os.environ.get("JAX_PLATFORMS", "").strip().lower() not in ("", "cpu"):
+        return True
+    if "device_count" in os.environ.get("XLA_FLAGS", "") or os.environ.get("JAX_NUM_CPU_DEVICES", "").strip() not in ("", "1"):
+        return True
+    return _accelerator_plugin_installed()
+
+
+@functools.cache
+def _accelerator_plugin_installed() -> bool:
+    """Whether a JAX plugin (CUDA, ROCm, TPU, ...) is installed; looked up once per process."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    return bool(find_spec("jax_plugins") or find_spec("libtpu") or entry_points(group="jax_plugins"))
 
 
 def _preferred_scan():
@@ -693,175 +700,6 @@ def _scan_workers() -> int:
     return engine_threads()
 
 
-def _placement(n_devices: int):
-    """None on one device; else ``ndim -> NamedSharding`` splitting the last (point) axis across devices."""
-    if n_devices == 1:
-        return None
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    mesh = Mesh(np.array(jax.devices()), ("points",))
-    return lambda ndim: NamedSharding(mesh, PartitionSpec(*([None] * (ndim - 1) + ["points"])))
-
-
-
-
-class Timed(NamedTuple):
-    """Times and, beside each, the compute time of the critical path that set it (arrays of equal shape)."""
-
-    t: jax.Array
-    pc: jax.Array
-
-    def at(self, index: Any) -> "Timed":
-        """The entries at ``index``."""
-        return Timed(self.t[index], self.pc[index])
-
-    def set(self, index: Any, value: "Timed") -> "Timed":
-        """A copy with the entries at ``index`` replaced."""
-        return Timed(self.t.at[index].set(value.t), self.pc.at[index].set(value.pc))
-
-    @staticmethod
-    def where(cond: jax.Array, a: "Timed", b: "Timed") -> "Timed":
-        """``a`` where ``cond``, else ``b``."""
-        return Timed(jnp.where(cond, a.t, b.t), jnp.where(cond, a.pc, b.pc))
-
-
-@dataclass(frozen=True)
-class _ScanAlgebra:
-    """Times of the scan for :mod:`ppsweep.engine.comm`: a maximum follows the README's tie rule (the
-    path compute of the first candidate, in priority order, within ``tol`` of the maximum)."""
-
-    tol: float
-
-    def join(self, *times: Timed) -> Timed:
-        if len(times) == 1:
-            return times[0]
-        top = functools.reduce(jnp.maximum, [x.t for x in times])
-        threshold = top - self.tol * jnp.abs(top)
-        path = times[-1].pc
-        for x in reversed(times[:-1]):
-            path = jnp.where(x.t >= threshold, x.pc, path)
-        return Timed(top, path)
-
-    def comm(self, time: Timed, duration: jax.Array) -> Timed:
-        return Timed(time.t + duration, time.pc)
-
-    def compute(self, time: Timed, duration: jax.Array) -> Timed:
-        return Timed(time.t + duration, time.pc + duration)
-
-
-class _State(NamedTuple):
-    """The scan's carry: workers free, registers (message arrivals), resources free, sync readiness."""
-
-    free: Timed
-    reg: Timed
-    res: Timed
-    ready: Timed
-
-
-def _initial_state(shape: ScanShape, n: int, dtype: np.dtype) -> _State:
-    """The scan's state before its first wave, at ``n`` points: every time and path compute 0."""
-    zeros = lambda rows: Timed(np.zeros((rows, n), dtype), np.zeros((rows, n), dtype))  # noqa: E731
-    return _State(free=zeros(shape.p), reg=zeros(shape.n_regs + 2), res=zeros(shape.n_resources + 1),
-                  ready=zeros(shape.n_sync * shape.p + 1))
-
-
-def _spread(a: Any, k: int) -> Any:
-    """Per-group values ``(…, g)`` at each of their ``k`` samples, sample-major ``(…, k·g)``."""
-    g = a.shape[-1]
-    return jnp.broadcast_to(a[..., None, :], a.shape[:-1] + (k, g)).reshape(a.shape[:-1] + (k * g,))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 7), donate_argnums=(6,))
-def _scan_waves(shape: WaveShape, lanes: tuple, n_waves: Any, dur: Any, alpha: Any, wire: Any, state: _State, k: int = 0,
-                compute_factor: Any = None, message_factor: Any = None) -> _State:
-    """Run the first ``n_waves`` waves (a traced count) of one block of :data:`WAVE_BLOCK` waves
-    ``lanes`` from ``state``, for one tile; the state after them.
-
-    Every table of the same :class:`WaveShape` shares the compiled code, whatever its length. With
-    ``k > 0`` samples the costs (``dur (rows, g)``, ``alpha``, ``wire (N_TIERS, g)``) are those of ``g``
-    groups of samples, the tile's ``n = k·g`` points are sample-major (``k`` blocks of the ``g``
-    groups) and the block's ``(WAVE_BLOCK, p, k)`` factors scale each lane's compute time and messages.
-    ``lanes`` ends with each lane's tier (:meth:`ppsweep.engine.compiled.CompiledTable.tier_lanes`): its
-    message takes that tier's row of ``alpha`` and ``wire``.
-    """
-    p = shape.p
-    n = state.free.t.shape[-1]
-    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(alpha.dtype)])
-    msg = message_time(alpha, wire)
-    no_resource = shape.n_resources
-    xs = lanes if not k else lanes + (compute_factor, message_factor)
-
-    def scaled(x):
-        """Wave ``x``'s durations, wire and message times ``(p, n)`` with its lanes' factors ``(p, k)``
-        (the points sample-major)."""
-        by_sample = lambda f, a: (a[:, None, :] * f[:, :, None]).reshape((p, n))  # noqa: E731
-        return (by_sample(x[8], dur[x[1]]), by_sample(x[9], wire[x[7]]), by_sample(x[9], msg[x[7]]))
-
-    def wave(s: _State, x, noisy=()) -> _State:
-        on, row, dep, out, held, rnd, ss, tier = x[:8]
-        d, lane_wire, lane_msg = noisy or (dur[row], wire[tier], msg[tier])
-        start = alg.join(s.free, s.reg.at(dep))
-        end = alg.compute(start, d)
-        res, arrival = s.res, None
-        for r in range(shape.n_rounds):  # messages sharing a resource in this wave: lane order
-            mine = rnd == r
-            idx = held if shape.n_rounds == 1 else jnp.where(mine[:, None], held, no_resource)
-            arrived, released = send(alg, end, [res.at(idx[:, j]) for j in range(shape.per_message)], lane_wire, lane_msg)
-            for j in range(shape.per_message):
-                res = res.set(idx[:, j], released)
-            arrival = arrived if arrival is None else Timed.where(mine[:, None], arrived, arrival)
-        reg = s.reg.set(out, arrival)
-        busy = end
-        if shape.blocks_sender:
-            busy = Timed.where((out != shape.n_regs + 1)[:, None], arrival, end)
-        ready = s.ready.set(ss, end) if shape.n_sync else s.ready
-        return _State(free=Timed.where(on[:, None], busy, s.free), reg=reg, res=res, ready=ready)
-
-    if not k:
-        return jax.lax.fori_loop(0, n_waves, lambda t, s: wave(s, tuple(a[t] for a in xs)), state)
-    # The products of the noise are rounded on their own, never fused into the additions that
-    # use them (a fused multiply-add, which XLA may emit in some lanes of a tile and not in
-    # others: a point's last bits would then depend on its tile, and differ from the
-    # reference's). The waves run in sub-blocks of NOISY_BLOCK: each sub-block's products are
-    # computed at once, then an inner loop runs its waves; a value made outside a loop is a
-    # buffer to the loop, which no fusion crosses (the inner loop's trip count is traced, so
-    # XLA cannot unroll it; an optimization_barrier would not do: XLA removes it before fusing).
-    def block(b, s):
-        base = b * NOISY_BLOCK
-        xb = tuple(jax.lax.dynamic_slice_in_dim(a, base, NOISY_BLOCK) for a in xs)
-        products = jax.vmap(scaled)(xb)
-        inner = lambda j, s: wave(s, tuple(a[j] for a in xb), tuple(q[j] for q in products))  # noqa: E731
-        return jax.lax.fori_loop(0, jnp.minimum(NOISY_BLOCK, n_waves - base), inner, s)
-
-    return jax.lax.fori_loop(0, (n_waves + NOISY_BLOCK - 1) // NOISY_BLOCK, block, state)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def _scan_end(shape: ScanShape, s: _State, sync_dur: Any, t_opt: Any, k: int = 0):
-    """After the last wave: the gradient synchronisations, each worker's optimizer update, the
-    step's end. Returns ``t_sim (n,)``, ``finish (p, n)`` and the critical path's compute ``(n,)``;
-    with ``k`` samples ``sync_dur``, ``t_opt`` are per group and spread over the samples."""
-    p = shape.p
-    if k:
-        sync_dur, t_opt = _spread(sync_dur, k), _spread(t_opt, k)
-    alg = _ScanAlgebra(TIE_TOLERANCE[np.dtype(t_opt.dtype)])
-    finish, res = s.free, s.res
-
-    # Gradient synchronisations, in the order they take their resources.
-    sync_end: dict[int, Timed] = {}
-    for q in shape.sync_order:
-        held = shape.sync_resources[q]
-        end = synchronise(alg, [s.ready.at(q * p + w) for w in shape.sync_holders[q]], [res.at(i) for i in held],
-                          sync_dur[q])
-        if held:
-            res = res.set(jnp.array(held), end)
-        sync_end[q] = end
-
-    # Each worker's optimizer update (where t_opt > 0), then the step's end.
-    updating = t_opt > 0
-    t_sim = step_end(alg, [finish.at(w) for w in range(p)], [sync_end[q] for q in range(shape.n_sync)], shape.sync_holders,
-                     lambda w, start: Timed.where(updating, alg.compute(start, t_opt), finish.at(w)))
-    return t_sim.t, finish.t, t_sim.pc
 
 
 # --------------------------------------------------------------------------------------------
@@ -903,7 +741,7 @@ class _Prepared(NamedTuple):
 
 def _prepare_compiled(table: ScheduleTable, worker_node: tuple[int, ...] | None, built: Any = None) -> _Prepared:
     """A :class:`_Prepared` for the compiled backends: the tiers of ``worker_node`` from the compiled table."""
-    with jax.enable_x64(True):
+    with _x64():
         tiers = compiled_for(table).tiers(worker_node)
     return _Prepared(table, tiers.worker_node, tiers, built)
 
@@ -1036,7 +874,7 @@ class PiecewiseScan:
         """Every point's scan inputs and compute time, and the grid's plan: the last ones asked for on
         this thread are kept (a sweep asks for each mode of a table in turn)."""
         compiled = compiled_for(table)
-        with jax.enable_x64(True):
+        with _x64():
             tiers = compiled.tiers(worker_node)
         grid = _GRID_MEMO.get((compiled, costs), tiers.worker_node)
         if grid is None:
@@ -1148,7 +986,7 @@ class EnvelopeBackend:
         thread are kept, so that auto_refusal or supports, then prepare, build them once (an
         envelope built within a budget serves any budget)."""
         compiled = compiled_for(table)
-        with jax.enable_x64(True):
+        with _x64():
             tiers = compiled.tiers(worker_node)
         key = (mode, cap, tiers.worker_node)
         last = _ENVELOPE_MEMO.get((table, costs), key)  # (budget, built)

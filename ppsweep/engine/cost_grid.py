@@ -1,4 +1,4 @@
-"""The engine's costs: what one table costs at every point of a broadcast grid (a JAX pytree).
+"""The engine's costs: what one table costs at every point of a broadcast grid (a JAX pytree once JAX is imported).
 
 :class:`Costs` is what the cost model produces (:func:`ppsweep.cost_model.engine_costs`) and what the
 engine consumes (``simulate(table, costs, mode)``). Per-stage costs broadcast against
@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import jax
+import sys
+
 import numpy as np
 
 from ppsweep.engine.comm import wire_time
@@ -25,10 +26,10 @@ POINT_FIELDS = ("alpha", "beta", "msg_bytes", "t_opt", "fb_overlap", "alpha_intr
 KINDS = ("t_f", "t_b", "t_i", "t_w")
 
 
-@jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class Costs:
-    """Costs of one table over a grid of points (float64 numpy arrays, or JAX arrays under ``jax.tree``).
+    """Costs of one table over a grid of points (float64 numpy arrays, or JAX arrays under ``jax.tree``:
+    :func:`register_pytree`).
 
     Attributes:
       t_f, t_b, t_i, t_w: forward, full-backward, input- and weight-gradient seconds per
@@ -169,3 +170,25 @@ def _stage_array(name: str, value: Any, n_stages: int) -> np.ndarray:
             f"got shape {array.shape}"
         )
     return array
+
+
+_REGISTERED = False
+
+
+def register_pytree() -> None:
+    """Register :class:`Costs` as a JAX pytree (its fields the leaves), once per process.
+
+    The engine imports JAX only where a JAX scan runs (:mod:`ppsweep.engine.jax_scan`, which
+    registers it); this module registers it on import where JAX is already imported. Code that
+    imports JAX later and maps ``jax.tree`` over costs calls this first.
+    """
+    global _REGISTERED
+    if not _REGISTERED:
+        import jax
+
+        jax.tree_util.register_dataclass(Costs)
+        _REGISTERED = True
+
+
+if "jax" in sys.modules:
+    register_pytree()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -102,7 +103,10 @@ _JAX_CONFIGURED = False
 
 
 def configure_jax(compilation_cache: str | None) -> None:
-    """Apply process-wide JAX settings once per process (launchers may reuse processes).
+    """Apply process-wide JAX settings once per process (launchers may reuse processes), without
+    importing JAX: where it is not imported yet they go into the environment, which JAX reads when
+    (and if) it is imported -- a sweep whose tables take the compiled CPU loop or the envelope
+    never imports it (:mod:`ppsweep.engine.jax_scan`).
 
     Args:
       compilation_cache: directory of JAX's persistent compilation cache, or None for none.
@@ -110,14 +114,19 @@ def configure_jax(compilation_cache: str | None) -> None:
     global _JAX_CONFIGURED
     if _JAX_CONFIGURED:
         return
-    import jax
-
+    settings: dict[str, object] = {}
     if compilation_cache:
-        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(compilation_cache))
+        settings["jax_compilation_cache_dir"] = os.path.expanduser(compilation_cache)
         # Every compile, even a quick one: a sweep compiles hundreds of small kernels (a scan
-        # block and an end per table shape, an evaluation per envelope shape), each of which
-        # the next run or shard, and the other evaluators, would otherwise compile again.
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        # block and an end per table shape), each of which the next run or shard, and the other
+        # evaluators, would otherwise compile again.
+        settings["jax_persistent_cache_min_compile_time_secs"] = 0.0
+    jax = sys.modules.get("jax")
+    for name, value in settings.items():
+        if jax is None:
+            os.environ[name.upper()] = str(value)
+        else:
+            jax.config.update(name, value)
     _JAX_CONFIGURED = True
 
 
