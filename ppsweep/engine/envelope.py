@@ -601,12 +601,12 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
     lo, hi = _box(ys)
     vectors = env.t_sim[_box_keep(env.t_sim, lo, hi, band, dtype)]
     fins = _box_kept(env.finish, lo, hi, band, dtype) if finish else None
-    # Where and how the grid is cut, and which form each part's comm_time takes (_tie_form),
-    # follow the envelope as compiled, not the vectors kept, so that no bit changes with pruning.
+    # Whether the grid is cut follows the envelope as compiled (a matter of speed): every vector is
+    # summed alike wherever it is evaluated (_dot), so no cut, pruning or form changes a bit.
     many = env.n_vectors > _BLOCK_MIN_VECTORS or (finish and max(f.shape[0] for f in env.finish) > _BLOCK_MIN_VECTORS)
     blocks = _blocks(ys, batch) if many else None
     if blocks is None:
-        check = _tie_form(env.t_sim, env.comm)
+        check = _tie_form(vectors, env.comm)
         return _evaluate_block(env, vectors, fins, ys, batch, dtype, band, tie_rtol, compute, check)
     t_sim, comm = np.empty(batch), np.empty(batch)
     ambiguous = np.empty(batch, dtype=bool)
@@ -617,7 +617,7 @@ def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.
         lo, hi = _box(sub)
         block_vectors = vectors[_box_keep(vectors, lo, hi, band, dtype)]
         block_fins = _box_kept(fins, lo, hi, band, dtype) if finish else None
-        check = _tie_form(env.t_sim, env.comm, (lo, hi, band))
+        check = _tie_form(block_vectors, env.comm)
         r = _evaluate_block(env, block_vectors, block_fins, sub, shape, dtype, band, tie_rtol, compute, check)
         t_sim[block], comm[block], ambiguous[block] = r.t_sim, r.comm_time, r.ambiguous
         if finish:
@@ -737,30 +737,12 @@ def _box_keep_stacked(sets: list[np.ndarray], size: int, lo: np.ndarray, hi: np.
     return [~drop[n, : v.shape[0]] for n, v in enumerate(sets)]
 
 
-def _tie_form(vectors: np.ndarray, comm: np.ndarray, box: tuple[np.ndarray, np.ndarray, float] | None = None) -> bool:
-    """Whether a part of the grid is evaluated in the tie-checking form (``check`` of :func:`_evaluate_jit`).
-
-    That form is needed where vectors with different communication parts can be maximal. It is
-    decided here on the envelope's vectors as compiled -- within ``box = (lo, hi, band)``, those not
-    below another by more than ``band · top`` at every point of the box (the box test without the
-    rounding margin of :func:`_box_keep`) -- and not on the vectors :func:`_box_keep` keeps: XLA
-    rounds ``comm_time``'s sum differently in the two forms (a fused multiply-add in one, not in
-    the other), so the form must not change when stricter pruning leaves fewer vectors, or the
-    last bit of ``comm_time`` would (features are ``>= 0``: this is, to the bit, the rule by
-    which the form was chosen before the whole grid was pruned). Where fewer vectors are kept
-    than this rule sees, the form still checks ties, and finds none where one vector is kept
-    (its results are those of the pruned ones: :func:`_box_keep`).
-
-    Args:
-      vectors: ``(K, J)`` the envelope's step-time vectors.
-      comm: ``(J,)`` True on communication features.
-      box: ``(lo, hi, band)`` of a block, or None for the whole grid (every vector counts).
-
-    Returns:
-      True for the tie-checking form.
-    """
-    if box is not None:
-        vectors = vectors[_box_keep(vectors, *box, margin=False)]
+def _tie_form(vectors: np.ndarray, comm: np.ndarray) -> bool:
+    """Whether a part of the grid is evaluated in the tie-checking form (``check`` of :func:`_evaluate_block`):
+    where the ``vectors (K, J)`` it keeps (:func:`_box_keep`) differ in their communication parts
+    (``comm (J,)``: True on communication features), several may be near the maximum with different
+    ones. Either form sums every vector alike (:func:`_dot`), so the form decides which points are
+    ambiguous, never a bit of a value."""
     return bool(vectors.shape[0] > 1 and np.ptp(vectors[:, comm], axis=0).max(initial=0.0) > 0)
 
 
