@@ -278,3 +278,25 @@ def test_the_evaluation_sums_each_row_left_to_right_without_fused_multiply_adds(
     for check in (False, True):  # the form decides comm_time's ties, never a bit of t_sim
         form = env_mod._evaluate_block(env, env.t_sim, None, shaped, batch, np.dtype(np.float64), 1e-9, 1e-12, compute, check)
         np.testing.assert_array_equal(form.t_sim, want)
+
+
+@pytest.mark.parametrize("name, mode", [("chimera", "ports"), ("hanayo", "contention")])
+def test_chunks_and_kept_values_change_no_bit(name, mode, monkeypatch):
+    # The evaluation may cut the grid into pieces (_CHUNK_POINTS) and keep each row's value for the
+    # tie check (_KEPT_BYTES) or sum it again: every value is the same elementwise sum.
+    monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
+    table = build_schedule(name, 4, 8)
+    beta = np.logspace(-1, 2, 40)[:, None]
+    alpha = np.concatenate([[0.0], np.logspace(-3, 0, 29)])[None, :]
+    program = program_for(table)
+    feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
+                                       "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
+    env = compiled_mod.envelope_for(table, program, mode, feats)
+    assert env.n_vectors > 1 and env_mod._tie_form(env.t_sim, env.comm)  # the tie-checking form, several rows
+    whole = env_mod.evaluate(env, feats, (40, 30))
+    assert whole.ambiguous.any()  # ties found, and their communication parts compared
+    monkeypatch.setattr(env_mod, "_CHUNK_POINTS", 7)  # pieces of one row of the grid, or less
+    monkeypatch.setattr(env_mod, "_KEPT_BYTES", 0)  # every row summed again in the tie check
+    cut = env_mod.evaluate(env, feats, (40, 30))
+    for field in ("t_sim", "finish", "comm_time", "ambiguous", "compute_time"):
+        np.testing.assert_array_equal(getattr(cut, field), getattr(whole, field), err_msg=field)
