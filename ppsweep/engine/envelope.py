@@ -787,7 +787,7 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
                  else np.zeros(batch, dtype=bool))
     fin = None
     if finish is not None:  # each worker's finish: the maximum of its own rows
-        fin = np.stack([np.broadcast_to(_running_max(f.astype(dtype), ys, dtype), batch) for f in finish], axis=-1)
+        fin = np.stack([np.broadcast_to(_values_in_chunks(f.astype(dtype), ys, dtype, band, (), False)[0], batch) for f in finish], axis=-1)
     return EnvelopeResult(
         t_sim=np.array(t_sim, dtype=np.float64),
         finish=None if fin is None else fin.astype(np.float64, copy=False),
@@ -806,90 +806,117 @@ _CHUNK_POINTS = 1 << 16
 
 def _values_in_chunks(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, band: np.floating,
                       comm_idx: tuple[int, ...], check: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """:func:`_values` over pieces of the longest axis of the features' broadcast shape, each of
-    about :data:`_CHUNK_POINTS` points, where there are several rows (every value is the same
-    elementwise sum: the same bits)."""
+    """``(t, hi, lowest)`` over the broadcast shape of the features ``ys``: the maximum of the rows,
+    then with ``check`` the highest and lowest communication part of the rows near it; else the
+    first row's (every maximal row has the same) and None.
+
+    Where there are several rows, a grid of more than :data:`_CHUNK_POINTS` points is evaluated in
+    pieces of its longest axis, each in one workspace (:class:`_Work`) allocated once: every value
+    is the same elementwise sum (the same bits), its arrays stay in the CPU's cache, and no array
+    is allocated per row (freeing large arrays returns their pages to the system, and touching new
+    ones faults them in again: without the workspace, two rows' values cost 12x one row's).
+    """
     shape = np.broadcast_shapes(*(y.shape for y in ys))
     size = int(np.prod(shape, dtype=np.int64))
-    if size <= _CHUNK_POINTS or rows.shape[0] == 1:  # one row: a single pass over each array anyway
-        return _values(rows, ys, dtype, band, comm_idx, check)
-    axis = int(np.argmax(shape))
-    step = max(1, _CHUNK_POINTS * shape[axis] // size)
-    t, hi = np.empty(shape, dtype), np.empty(shape, dtype)
-    lowest = np.empty(shape, dtype) if check else None
-    for start in range(0, shape[axis], step):
-        at = (slice(None),) * axis + (slice(start, start + step),)
-        piece = _values(rows, tuple(y[at] if y.shape[axis] > 1 else y for y in ys), dtype, band, comm_idx, check)
-        for out, value in zip((t, hi, lowest), piece):
-            if out is not None:
-                out[at] = value
+    if not check:  # one communication part: the first row's, over the features it holds
+        hi, lowest = _dot(rows[0], ys, dtype, comm_idx), None
+    else:
+        hi, lowest = np.empty(shape, dtype), np.empty(shape, dtype)
+    t = np.empty(shape, dtype)
+    pieces: list[tuple] = [(Ellipsis,)]  # (a view, also of a 0-d grid)
+    axis = None
+    if size > _CHUNK_POINTS and rows.shape[0] > 1:  # one row: a single pass over each array anyway
+        axis = int(np.argmax(shape))
+        step = max(1, _CHUNK_POINTS * shape[axis] // size)
+        pieces = [(slice(None),) * axis + (slice(start, start + step),) for start in range(0, shape[axis], step)]
+    work = None
+    for at in pieces:
+        sub = tuple(y[at] if axis is not None and y.shape[axis] > 1 else y for y in ys)
+        if work is None or work.shape != t[at].shape:
+            work = _Work(rows.shape[0], t[at].shape, dtype, check)
+        _running_max(rows, sub, dtype, work, t[at])
+        if check:
+            _near_span(rows, sub, t[at], band, comm_idx, dtype, work, hi[at], lowest[at])
     return t, hi, lowest
 
 
-def _values(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, band: np.floating, comm_idx: tuple[int, ...],
-            check: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(t, hi, lowest)`` over the broadcast shape of the features ``ys``: the maximum of the rows,
-    then with ``check`` the highest and lowest communication part of the rows near it; else the
-    first row's (every maximal row has the same) and None."""
-    # The tie-checking form compares each row's value with the maximum: kept from the first pass
-    # where they fit in _KEPT_BYTES, else summed again (the same bits).
-    values = [] if check and rows.shape[0] * _size(ys) * dtype.itemsize <= _KEPT_BYTES else None
-    t = _running_max(rows, ys, dtype, values)
-    if check:
-        return (t, *_near_span(rows, values, ys, t, band, comm_idx, dtype))
-    return t, _dot(rows[0], ys, dtype, comm_idx), None
+class _Work:
+    """The arrays one piece of the grid is evaluated in (:func:`_values_in_chunks`): each row's
+    value (all rows' where the tie check keeps them, :data:`_KEPT_BYTES`), a product, the tie
+    band's floor and which points are near it."""
+
+    def __init__(self, n_rows: int, shape: tuple[int, ...], dtype: np.dtype, check: bool):
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.shape = shape
+        self.keeps = check and n_rows * size <= _KEPT_BYTES
+        self.values = np.empty((n_rows if self.keeps else 1,) + shape, dtype)
+        self.product = np.empty(shape, dtype)
+        self.floor = np.empty(shape, dtype) if check else None
+        self.near = np.empty(shape, dtype=bool) if check else None
+        self.comm = np.empty(shape, dtype) if check else None
+
+    def value(self, k: int) -> np.ndarray:
+        """Where row ``k``'s value goes."""
+        return self.values[k if self.keeps else 0]
 
 
-#: Most bytes of row values the tie-checking form keeps from its first pass (:func:`_evaluate_block`).
+#: Most bytes of row values the tie-checking form keeps from its first pass (:class:`_Work`; else it
+#: sums each row again, the same bits).
 _KEPT_BYTES = 1 << 26
 
 
-def _size(ys: tuple[np.ndarray, ...]) -> int:
-    """Points in the broadcast shape of the features ``ys``."""
-    return int(np.prod(np.broadcast_shapes(*(y.shape for y in ys)), dtype=np.int64))
-
-
-def _running_max(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, values: list | None = None) -> np.ndarray:
-    """The maximum of :func:`_dot` over ``rows (K, J)``, in order (NaN wins, as in ``np.maximum``);
-    each row's value appended to ``values`` where given."""
-    t = None
-    for row in rows:
-        v = _dot(row, ys, dtype)
-        if values is not None:
-            values.append(v)
-        if t is None:
-            t = v.copy() if values is not None else v
-        else:
-            np.maximum(t, v, out=t)  # every row's value has the features' whole broadcast shape
-    return t
-
-
-def _near_span(rows: np.ndarray, values: list | None, ys: tuple[np.ndarray, ...], top: np.ndarray, band: np.floating,
-               comm_idx: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """The highest and lowest communication part of the ``rows`` within ``band`` of ``top`` (relative);
-    ``values``: the rows' values (:func:`_running_max`), or None to sum them again."""
-    floor = top - band * np.abs(top)
-    hi = np.full(top.shape, -np.inf, dtype)
-    lo = np.full(top.shape, np.inf, dtype)
+def _running_max(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, work: _Work, t: np.ndarray) -> None:
+    """``t`` = the maximum of :func:`_dot` over ``rows (K, J)``, in order (NaN wins, as in
+    ``np.maximum``); each row's value left in ``work``."""
     for k, row in enumerate(rows):
-        near = (_dot(row, ys, dtype) if values is None else values[k]) >= floor
-        c = _dot(row, ys, dtype, comm_idx)
-        np.maximum(hi, c, out=hi, where=near)
-        np.minimum(lo, c, out=lo, where=near)
-    return hi, lo
+        value = _dot(row, ys, dtype, out=work.value(k) if k or work.keeps else t, scratch=work.product)
+        if k:
+            np.maximum(t, value, out=t)
+        elif value is not t:
+            t[...] = value
 
 
-def _dot(c: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, features: tuple[int, ...] | None = None) -> np.ndarray:
+def _near_span(rows: np.ndarray, ys: tuple[np.ndarray, ...], top: np.ndarray, band: np.floating, comm_idx: tuple[int, ...],
+               dtype: np.dtype, work: _Work, hi: np.ndarray, lo: np.ndarray) -> None:
+    """``hi``, ``lo`` = the highest and lowest communication part of the ``rows`` within ``band`` of
+    ``top`` (relative): ``top - band·|top|``, each operation rounded."""
+    floor = work.floor
+    np.abs(top, out=floor)
+    np.multiply(band, floor, out=floor)
+    np.subtract(top, floor, out=floor)
+    hi.fill(-np.inf)
+    lo.fill(np.inf)
+    for k, row in enumerate(rows):
+        value = work.values[k] if work.keeps else _dot(row, ys, dtype, out=work.value(k), scratch=work.product)
+        np.greater_equal(value, floor, out=work.near)
+        c = _dot(row, ys, dtype, comm_idx, out=work.comm, scratch=work.product)
+        np.maximum(hi, c, out=hi, where=work.near)
+        np.minimum(lo, c, out=lo, where=work.near)
+
+
+def _dot(c: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, features: tuple[int, ...] | None = None,
+         out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
     """``c (J,)`` against the features ``ys`` (those in ``features``; None: all), summed left to
     right in feature order from 0, each product rounded on its own (no fused multiply-add: the
-    envelope's evaluation rule, docs/contract.md), over the broadcast shape of the features summed.
+    envelope's evaluation rule, docs/contract.md), over the broadcast shape of the features summed
+    (into ``out`` where given: a shape they broadcast to, ``scratch`` of that shape for products).
     Each partial sum is computed over the broadcast shape of the features it holds so far (its
     values repeat along the others), then in place once it has the whole shape."""
+    chosen = range(len(ys)) if features is None else features
+    if out is None:
+        out = np.empty(np.broadcast_shapes((1,) * ys[0].ndim, *(ys[j].shape for j in chosen)), dtype)
     acc = np.zeros((1,) * ys[0].ndim, dtype)
-    for j in range(len(ys)) if features is None else features:
-        term = c[j] * ys[j]
-        if np.broadcast_shapes(acc.shape, term.shape) == acc.shape:
-            np.add(acc, term, out=acc)  # acc is this function's own array (from zeros or an addition)
+    for j in chosen:
+        y = ys[j]
+        term = np.multiply(c[j], y, out=scratch) if scratch is not None and y.shape == out.shape else c[j] * y
+        if acc is out or acc.shape == out.shape:
+            np.add(acc, term, out=out)
+            acc = out
+        elif np.broadcast_shapes(acc.shape, term.shape) == out.shape:
+            np.add(acc, term, out=out)
+            acc = out
         else:
             acc = acc + term
-    return acc
+    if acc is not out:
+        out[...] = acc  # the features summed vary along fewer axes than out
+    return out
