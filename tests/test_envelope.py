@@ -245,6 +245,18 @@ def test_blockwise_evaluation_matches_scan(name, mode, monkeypatch):
     assert_same(env, scan, program.n_ops)
 
 
+def _grid_envelope(name: str, mode: str, batch: tuple[int, int]):
+    """The envelope of ``name`` (p = 4, m = 8) in ``mode`` over a bandwidth × latency grid of ``batch``
+    points (latency 0 first), and its features."""
+    table = build_schedule(name, 4, 8)
+    beta = np.logspace(-1, 2, batch[0])[:, None]
+    alpha = np.concatenate([[0.0], np.logspace(-3, 0, batch[1] - 1)])[None, :]
+    program = program_for(table)
+    feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
+                                       "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
+    return compiled_mod.envelope_for(table, program, mode, feats), feats
+
+
 @pytest.mark.parametrize("name, mode", [("zbv", "ports"), ("chimera", "ports"), ("interleaved_1f1b", "contention")])
 def test_the_evaluation_sums_each_row_left_to_right_without_fused_multiply_adds(name, mode, monkeypatch):
     # The evaluation rule (docs/contract.md): a row's value is sum_j c_j * y_j in feature order,
@@ -252,15 +264,9 @@ def test_the_evaluation_sums_each_row_left_to_right_without_fused_multiply_adds(
     # tie-checking form as in the plain one. Replayed here point by point in Python floats (which
     # round every operation and never fuse one).
     monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
-    table = build_schedule(name, 4, 8)
-    beta = np.logspace(-1, 2, 24)[:, None]
-    alpha = np.concatenate([[0.0], np.logspace(-3, 0, 19)])[None, :]
-    program = program_for(table)
-    feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
-                                       "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
-    env = compiled_mod.envelope_for(table, program, mode, feats)
-    assert env.n_vectors > 2
     batch = (24, 20)
+    env, feats = _grid_envelope(name, mode, batch)
+    assert env.n_vectors > 2
     ys = [np.broadcast_to(np.asarray(y, dtype=np.float64), batch) for y in feats.arrays]
     want = np.empty(batch)
     for point in np.ndindex(batch):
@@ -285,13 +291,7 @@ def test_chunks_and_kept_values_change_no_bit(name, mode, monkeypatch):
     # The evaluation may cut the grid into pieces (_CHUNK_POINTS) and keep each row's value for the
     # tie check (_KEPT_BYTES) or sum it again: every value is the same elementwise sum.
     monkeypatch.setenv("PPSWEEP_ENVELOPE_CACHE", "off")
-    table = build_schedule(name, 4, 8)
-    beta = np.logspace(-1, 2, 40)[:, None]
-    alpha = np.concatenate([[0.0], np.logspace(-3, 0, 29)])[None, :]
-    program = program_for(table)
-    feats = env_mod.features(program, {"t_f": np.ones(1), "t_b": np.full(1, 2.0), "t_i": np.ones(1), "t_w": np.ones(1),
-                                       "grad_bytes": np.full(1, 3.0)}, alpha, beta, np.asarray(2.0), np.asarray(0.0), 2)
-    env = compiled_mod.envelope_for(table, program, mode, feats)
+    env, feats = _grid_envelope(name, mode, (40, 30))
     assert env.n_vectors > 1 and env_mod._tie_form(env.t_sim, env.comm)  # the tie-checking form, several rows
     whole = env_mod.evaluate(env, feats, (40, 30))
     assert whole.ambiguous.any()  # ties found, and their communication parts compared
