@@ -9,15 +9,17 @@ readiness. Alongside every time it carries the compute time of the critical path
 so that ``comm_time`` comes out of the same pass (README, "Critical path"). The communication rules
 themselves are :mod:`ppsweep.engine.comm`'s, shared with the envelope.
 
-The engine computes in float64 (times span nanoseconds to seconds) inside JAX's scoped
-``jax.enable_x64`` context: importing it leaves JAX's global ``jax_enable_x64`` flag as it was.
-float32 is available through ``dtype`` for speed studies.
+The engine computes in float64 (times span nanoseconds to seconds); where it runs JAX, inside
+JAX's scoped ``jax.enable_x64`` context, which leaves JAX's global ``jax_enable_x64`` flag as it
+was. It imports JAX only where a JAX scan runs (:mod:`ppsweep.engine.jax_scan`). float32 is
+available through ``dtype`` for speed studies.
 
 Which implementation computes a call is the backend registry's choice (:mod:`ppsweep.engine.backend`;
 ``backend=``). This module holds these and registers them, with the reference:
 
 - ``native_scan`` / ``jax_scan``: the max-plus scan over the table's waves, as a compiled CPU loop
-  (:mod:`ppsweep.engine.native_scan`) or as JAX code (noise included); the same results to the bit.
+  (:mod:`ppsweep.engine.native_scan`) or as JAX code (:mod:`ppsweep.engine.jax_scan`; noise included);
+  the same results to the bit.
   The JAX scan cuts the grid into tiles of at most ``chunk`` points (default :data:`DEFAULT_CHUNK`:
   their state stays in cache); tiles run on every CPU core (threads) or, where the process has
   several JAX devices, are split across them with a ``NamedSharding`` over the point axis. One
@@ -82,7 +84,6 @@ TILE_BYTES = 1 << 20
 
 #: Points whose costs the scan expands from their broadcast arrays at once (bounds its memory).
 HOST_BATCH = 1 << 18
-
 
 
 def simulate(
