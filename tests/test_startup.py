@@ -63,3 +63,18 @@ def test_a_sweep_whose_tables_take_the_cpu_loop_or_the_envelope_imports_no_jax(t
     assert run.returncode == 0, run.stderr
     assert "wrote 30,720 points" in run.stderr  # 15 schedules × 2 m × 4 modes × 32 bandwidths × 8 latencies
     assert "JAX IMPORTED" not in run.stderr
+
+
+def test_costs_become_a_jax_pytree_once_registered():
+    # The engine imports JAX only where a JAX scan runs; Costs is registered then (or here, asked).
+    import jax
+
+    from ppsweep.engine.cost_grid import Costs, register_pytree
+
+    register_pytree()
+    register_pytree()  # once per process, however often asked
+    costs = Costs.of(2, [1.0, 2.0], [3.0, 4.0], 1e-6, 1e9, 1e6)
+    doubled = jax.tree.map(lambda x: x * 2, costs)
+    assert isinstance(doubled, Costs)
+    assert doubled.t_f.tolist() == [2.0, 4.0] and float(doubled.beta) == 2e9
+    assert len(jax.tree.leaves(costs)) == len(jax.tree.leaves(doubled)) >= 9
