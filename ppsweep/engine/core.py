@@ -38,7 +38,6 @@ Which implementation computes a call is the backend registry's choice (:mod:`pps
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
@@ -242,14 +241,6 @@ def _backend_of(backend: str, method: str | None) -> str:
     return f"{scan}_scan" if backend in (AUTO, SCAN) else backend
 
 
-def _x64() -> contextlib.AbstractContextManager:
-    """JAX's scoped float64 (``jax.enable_x64``) where JAX is imported, else nothing: every JAX call of
-    the engine (the JAX scan, the compiled lanes, the noise's draws) enters the scope itself, so a
-    sweep that never imports JAX needs none."""
-    jax = sys.modules.get("jax")
-    return contextlib.nullcontext() if jax is None else jax.enable_x64(True)
-
-
 def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtype: Any, chunk: int, backend: str,
                           finish: bool, cap: int, noise: NoiseConfig | None, worker_node: Any = None) -> SimResult:
     """:func:`simulate_costs` of costs that :meth:`Costs.of` has checked against ``table``'s stages:
@@ -271,10 +262,9 @@ def _simulate_valid_costs(table: ScheduleTable, costs: Costs, mode: str, *, dtyp
         return SimResult(rep(plain.t_sim, -1), rep(plain.worker_finish, -2), rep(plain.comm_time, -1),
                          rep(plain.compute_time, -1), plain.backend, plain.reason)
     noise = noise if noise is not None and noise.enabled else None
-    with _x64():
-        chosen, reason = choose(table, costs, mode, noise, backend, cap, worker_node)
-        prepared = chosen.prepare(table, mode, costs, cap=cap, worker_node=worker_node)
-        result = chosen.run(prepared, costs, mode, dtype=dtype, chunk=chunk, finish=finish, noise=noise)
+    chosen, reason = choose(table, costs, mode, noise, backend, cap, worker_node)
+    prepared = chosen.prepare(table, mode, costs, cap=cap, worker_node=worker_node)
+    result = chosen.run(prepared, costs, mode, dtype=dtype, chunk=chunk, finish=finish, noise=noise)
     return SimResult(result.t_sim, result.worker_finish, result.comm_time, result.compute_time, chosen.name, reason)
 
 
@@ -285,12 +275,11 @@ def _scan_result(table: ScheduleTable, costs: Costs, mode: str, dtype: np.dtype,
     batch = costs.batch
     n = int(np.prod(batch, dtype=np.int64))
     factors = None
-    with _x64():
-        compiled = compiled_for(table)
-        if noise is not None:
-            batch, n = batch + (noise.samples,), n * noise.samples
-            factors = _lane_factors(compiled, table, noise)
-        t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors, run, tiers)
+    compiled = compiled_for(table)
+    if noise is not None:
+        batch, n = batch + (noise.samples,), n * noise.samples
+        factors = _lane_factors(compiled, table, noise)
+    t_sim, fin, comm, compute = _simulate_scan(compiled, costs, batch, np.arange(n), mode, dtype, chunk, factors, run, tiers)
     return SimResult(
         t_sim=t_sim.reshape(batch),
         worker_finish=fin.T.reshape(batch + (table.p,)) if finish else np.zeros(batch + (0,)),
@@ -358,14 +347,13 @@ def _simulate_envelope(
     """The envelope ``env`` of the features ``feats`` of ``costs`` (messages on ``tiers``) at every point;
     the points the tie rule decides get their ``comm_time`` from the scan (:func:`_preferred_scan`)."""
     batch = costs.batch
-    with _x64():
-        r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
-        comm = r.comm_time
-        ambiguous = np.flatnonzero(r.ambiguous)
-        if ambiguous.size:  # the README's tie rule decides these: ask the scan
-            _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk, None, _preferred_scan(), tiers)
-            comm = comm.copy()
-            comm.flat[ambiguous] = scanned
+    r = _envelope.evaluate(env, feats, batch, dtype, finish=finish, tie_rtol=TIE_TOLERANCE[dtype])
+    comm = r.comm_time
+    ambiguous = np.flatnonzero(r.ambiguous)
+    if ambiguous.size:  # the README's tie rule decides these: ask the scan
+        _, _, scanned, _ = _simulate_scan(compiled, costs, batch, ambiguous, mode, dtype, chunk, None, _preferred_scan(), tiers)
+        comm = comm.copy()
+        comm.flat[ambiguous] = scanned
     return SimResult(
         t_sim=r.t_sim,
         worker_finish=r.finish if finish else np.zeros(batch + (0,)),
@@ -742,8 +730,7 @@ class _Prepared(NamedTuple):
 
 def _prepare_compiled(table: ScheduleTable, worker_node: tuple[int, ...] | None, built: Any = None) -> _Prepared:
     """A :class:`_Prepared` for the compiled backends: the tiers of ``worker_node`` from the compiled table."""
-    with _x64():
-        tiers = compiled_for(table).tiers(worker_node)
+    tiers = compiled_for(table).tiers(worker_node)
     return _Prepared(table, tiers.worker_node, tiers, built)
 
 
@@ -875,8 +862,7 @@ class PiecewiseScan:
         """Every point's scan inputs and compute time, and the grid's plan: the last ones asked for on
         this thread are kept (a sweep asks for each mode of a table in turn)."""
         compiled = compiled_for(table)
-        with _x64():
-            tiers = compiled.tiers(worker_node)
+        tiers = compiled.tiers(worker_node)
         grid = _GRID_MEMO.get((compiled, costs), tiers.worker_node)
         if grid is None:
             batch = costs.batch
@@ -987,8 +973,7 @@ class EnvelopeBackend:
         thread are kept, so that auto_refusal or supports, then prepare, build them once (an
         envelope built within a budget serves any budget)."""
         compiled = compiled_for(table)
-        with _x64():
-            tiers = compiled.tiers(worker_node)
+        tiers = compiled.tiers(worker_node)
         key = (mode, cap, tiers.worker_node)
         last = _ENVELOPE_MEMO.get((table, costs), key)  # (budget, built)
         if last is not None and (last[0] == budget or not isinstance(last[1][1], _envelope.EnvelopeOverBudget)):

@@ -585,10 +585,7 @@ def evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: Any 
       An :class:`EnvelopeResult`; ``ambiguous`` marks points whose ``comm_time`` the README's tie
       rule must settle (the engine recomputes them with the scan).
     """
-    return _evaluate(env, feats, batch, np.dtype(dtype), finish, tie_rtol)
-
-
-def _evaluate(env: Envelope, feats: Features, batch: tuple[int, ...], dtype: np.dtype, finish: bool, tie_rtol: float) -> EnvelopeResult:
+    dtype = np.dtype(dtype)
     ndim = len(batch)
     ys = tuple(np.asarray(y, dtype=dtype).reshape((1,) * (ndim - np.ndim(y)) + np.shape(y)) for y in feats.arrays)
     # float64: a maximal path's value is within depth · tie_rtol of t_sim (one tie tolerance per
@@ -779,7 +776,9 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
     comm_idx = tuple(int(j) for j in np.flatnonzero(env.comm))
     band = np.asarray(band, dtype=dtype)[()]
     # Every value is computed over the axes along which the features vary, then spread over the grid.
-    t, hi, lowest = _values_in_chunks(rows, ys, dtype, band, comm_idx, check)
+    t, hi, lowest = _values_in_chunks(rows, ys, dtype, (band, comm_idx) if check else None)
+    if not check:  # every maximal vector has the same communication part: the first one's
+        hi = _dot(rows[0], ys, dtype, comm_idx)
     t_sim = np.broadcast_to(t, batch)
     comm_time = np.broadcast_to(hi, batch)
     # several vectors with different communication parts near the maximum: an ambiguous point
@@ -787,7 +786,7 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
                  else np.zeros(batch, dtype=bool))
     fin = None
     if finish is not None:  # each worker's finish: the maximum of its own rows
-        fin = np.stack([np.broadcast_to(_values_in_chunks(f.astype(dtype), ys, dtype, band, (), False)[0], batch) for f in finish], axis=-1)
+        fin = np.stack([np.broadcast_to(_values_in_chunks(f.astype(dtype), ys, dtype)[0], batch) for f in finish], axis=-1)
     return EnvelopeResult(
         t_sim=np.array(t_sim, dtype=np.float64),
         finish=None if fin is None else fin.astype(np.float64, copy=False),
@@ -804,11 +803,12 @@ def _evaluate_block(env: Envelope, vectors: np.ndarray, finish: tuple[np.ndarray
 _CHUNK_POINTS = 1 << 16
 
 
-def _values_in_chunks(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, band: np.floating,
-                      comm_idx: tuple[int, ...], check: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _values_in_chunks(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype,
+                      tie: tuple[np.floating, tuple[int, ...]] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """``(t, hi, lowest)`` over the broadcast shape of the features ``ys``: the maximum of the rows,
-    then with ``check`` the highest and lowest communication part of the rows near it; else the
-    first row's (every maximal row has the same) and None.
+    then with ``tie = (band, comm_idx)`` the highest and lowest communication part of the rows
+    near it (:func:`_near_span`); without, None and None.
 
     Where there are several rows, a grid of more than :data:`_CHUNK_POINTS` points is evaluated in
     pieces of its longest axis, each in one workspace (:class:`_Work`) allocated once: every value
@@ -818,11 +818,9 @@ def _values_in_chunks(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dt
     """
     shape = np.broadcast_shapes(*(y.shape for y in ys))
     size = int(np.prod(shape, dtype=np.int64))
-    if not check:  # one communication part: the first row's, over the features it holds
-        hi, lowest = _dot(rows[0], ys, dtype, comm_idx), None
-    else:
-        hi, lowest = np.empty(shape, dtype), np.empty(shape, dtype)
+    check = tie is not None
     t = np.empty(shape, dtype)
+    hi, lowest = (np.empty(shape, dtype), np.empty(shape, dtype)) if check else (None, None)
     pieces: list[tuple] = [(Ellipsis,)]  # (a view, also of a 0-d grid)
     axis = None
     if size > _CHUNK_POINTS and rows.shape[0] > 1:  # one row: a single pass over each array anyway
@@ -836,7 +834,7 @@ def _values_in_chunks(rows: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dt
             work = _Work(rows.shape[0], t[at].shape, dtype, check)
         _running_max(rows, sub, dtype, work, t[at])
         if check:
-            _near_span(rows, sub, t[at], band, comm_idx, dtype, work, hi[at], lowest[at])
+            _near_span(rows, sub, t[at], *tie, dtype, work, hi[at], lowest[at])
     return t, hi, lowest
 
 
@@ -909,10 +907,7 @@ def _dot(c: np.ndarray, ys: tuple[np.ndarray, ...], dtype: np.dtype, features: t
     for j in chosen:
         y = ys[j]
         term = np.multiply(c[j], y, out=scratch) if scratch is not None and y.shape == out.shape else c[j] * y
-        if acc is out or acc.shape == out.shape:
-            np.add(acc, term, out=out)
-            acc = out
-        elif np.broadcast_shapes(acc.shape, term.shape) == out.shape:
+        if np.broadcast_shapes(acc.shape, term.shape) == out.shape:  # (also where acc is out)
             np.add(acc, term, out=out)
             acc = out
         else:
