@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numcodecs import LZ4
+from numcodecs import lz4
 
 #: Values of a cache's environment variable that turn it off (case-insensitive, trimmed).
 OFF_VALUES = ("off", "0", "false", "none", "")
@@ -96,13 +96,14 @@ def file_digest(path: str | os.PathLike) -> str:
 SUFFIX = ".ppc"
 
 #: First bytes of a cache file: the container and its version.
-MAGIC = b"ppsweep-cache/1\n"
+MAGIC = b"ppsweep-cache/2\n"
 
-#: Every array's bytes are one LZ4 block (numcodecs, which zarr needs too). The design sweep's
-#: caches (20,085 files, 5.6 GB of arrays) read back in 3.3 s, against 24 s as ``.npz`` files
-#: deflated at level 1 (numpy's zip members and array headers cost more than the inflate), for
-#: files 1.4x larger on disk (380 MB against 269 MB).
-_CODEC = LZ4()
+#: Every array's bytes are one LZ4 block (numcodecs' ``lz4``, which zarr needs too). The design
+#: sweep's caches (20,085 files, 5.6 GB of arrays) read back in 3.3 s, against 24 s as ``.npz``
+#: files deflated at level 1 (numpy's zip members and array headers cost more than the inflate),
+#: for files 1.4x larger on disk (380 MB against 269 MB). Called as functions, not through the
+#: ``LZ4`` codec's ``encode``, whose checks of each argument cost more than a small array's block.
+_compress, _decompress = lz4.compress, lz4.decompress
 
 
 def key_name(parts: Any) -> str:
@@ -110,17 +111,23 @@ def key_name(parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32] + SUFFIX
 
 
-#: Key of a file's content digest in its header (:func:`content_digest`).
+#: Key under which :func:`unpack` returns a file's content digest with its header (:func:`content_digest`).
 DIGEST = "content_digest"
 
+#: Characters of a content digest (hexadecimal) in a file.
+_DIGEST_SIZE = 32
 
-def content_digest(name: str, header: dict[str, Any], *payload: bytes) -> str:
-    """Digest of a cache file's content bound to its key: the file name, the header (metadata and
-    every array's name, type, shape and stored size) and the stored bytes (``payload``: in one
-    piece or in the arrays' pieces, the same digest). :func:`read_entry` recomputes it, so a file
-    edited so that it still loads, or one key's file copied over another's, is rebuilt and never used."""
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(name.encode() + b"\0" + json.dumps(header, sort_keys=True).encode() + b"\0")
+
+def content_digest(name: str, header_text: bytes, *payload: bytes) -> str:
+    """Digest of a cache file's content bound to its key: the file name, the header as the file holds
+    it (JSON: metadata and every array's name, type, shape and stored size) and the stored bytes
+    (``payload``: in one piece or in the arrays' pieces, the same digest). :func:`read_entry`
+    recomputes it from the file's own bytes, so a file edited so that it still loads, or one key's
+    file copied over another's, is rebuilt and never used."""
+    digest = hashlib.blake2b(name.encode(), digest_size=_DIGEST_SIZE // 2)
+    digest.update(b"\0")
+    digest.update(header_text)
+    digest.update(b"\0")
     for piece in payload:
         digest.update(piece)
     return digest.hexdigest()
@@ -128,58 +135,82 @@ def content_digest(name: str, header: dict[str, Any], *payload: bytes) -> str:
 
 def _encoded(arrays: dict[str, np.ndarray]) -> tuple[list[list[Any]], list[bytes]]:
     """Each array's ``[name, dtype, shape, stored bytes]`` and its C-order bytes compressed
-    (:data:`_CODEC`; nothing for an empty array)."""
+    (:data:`_compress`; nothing for an empty array)."""
     specs, blobs = [], []
     for key, value in arrays.items():
         a = np.asarray(value, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         if a.dtype.hasobject:
             raise ValueError(f"cache array {key!r}: object arrays are not stored")
-        blob = bytes(_CODEC.encode(a)) if a.nbytes else b""
+        blob = _compress(a) if a.nbytes else b""
         specs.append([key, a.dtype.str, list(a.shape), len(blob)])
         blobs.append(blob)
     return specs, blobs
 
 
-def _joined(header: dict[str, Any], blobs: list[bytes]) -> bytes:
-    """:data:`MAGIC`, the header's length (8 bytes, little-endian), the header (JSON), the blobs."""
-    text = json.dumps(header).encode()
-    return b"".join([MAGIC, len(text).to_bytes(8, "little"), text, *blobs])
+def _joined(header_text: bytes, digest: str, blobs: list[bytes]) -> bytes:
+    """:data:`MAGIC`, the header's length (8 bytes, little-endian), the content digest (ASCII
+    hexadecimal, :data:`_DIGEST_SIZE` bytes), the header (JSON), the blobs."""
+    return b"".join([MAGIC, len(header_text).to_bytes(8, "little"), digest.encode("ascii"), header_text, *blobs])
+
+
+def _parts(data: bytes) -> tuple[str, memoryview, memoryview]:
+    """A file's content digest, header text and payload (the stored array bytes), without copies.
+
+    Raises:
+      ValueError: not such a file, or one shorter than its header's length says.
+    """
+    if not data.startswith(MAGIC):
+        raise ValueError("not a ppsweep cache file")
+    view = memoryview(data)
+    at = len(MAGIC)
+    size = int.from_bytes(view[at:at + 8], "little")
+    text_at = at + 8 + _DIGEST_SIZE
+    if len(data) < text_at + size:
+        raise ValueError("truncated cache file")
+    return bytes(view[at + 8:text_at]).decode("ascii"), view[text_at:text_at + size], view[text_at + size:]
 
 
 def pack(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
     """The bytes of a cache file holding ``header`` (JSON-serialisable; each array's
     ``[name, dtype, shape, stored bytes]`` is added under ``"arrays"``) and ``arrays``, compressed.
-    Nothing is sealed here: :func:`write_entry` adds the digest."""
+    Nothing is sealed here: the file keeps ``header[DIGEST]`` as its digest where there is one
+    (as :func:`unpack` returned it), else zeros; :func:`write_entry` computes the digest."""
     specs, blobs = _encoded(arrays)
-    return _joined({**header, "arrays": specs}, blobs)
+    fields = {k: v for k, v in header.items() if k != DIGEST}
+    return _joined(json.dumps({**fields, "arrays": specs}).encode(), str(header.get(DIGEST, "0" * _DIGEST_SIZE)), blobs)
 
 
 def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], bytes]:
-    """The header, the arrays (each a writable array of its own) and the stored array bytes of a
-    file :func:`pack` wrote.
+    """The header (its content digest under :data:`DIGEST`), the arrays (each a writable array of
+    its own) and the stored array bytes of a file :func:`pack` wrote.
 
     Raises:
       ValueError: not such a file, or truncated, or an array that does not decode to its shape.
     """
-    if not data.startswith(MAGIC):
-        raise ValueError("not a ppsweep cache file")
-    at = len(MAGIC)
-    size = int.from_bytes(data[at:at + 8], "little")
-    header = json.loads(data[at + 8:at + 8 + size])
-    payload = data[at + 8 + size:]
+    digest, text, payload = _parts(data)
+    header = json.loads(bytes(text))
+    return {**header, DIGEST: digest}, _decoded(header["arrays"], payload), bytes(payload)
+
+
+def _decoded(specs: list[list[Any]], payload: memoryview) -> dict[str, np.ndarray]:
+    """The arrays of a file's ``specs`` (its header's ``"arrays"``) from its payload.
+
+    Raises:
+      ValueError: a payload shorter or longer than the specs say, or an array that does not decode to its shape.
+    """
     arrays, offset = {}, 0
-    for key, dtype, shape, stored in header["arrays"]:
+    for key, dtype, shape, stored in specs:
         blob = payload[offset:offset + stored]
         if len(blob) != stored:
             raise ValueError("truncated cache file")
         offset += stored
         out = np.empty(tuple(shape), dtype=np.dtype(dtype))
         if out.nbytes:
-            _CODEC.decode(blob, out=out)
+            _decompress(blob, out)
         arrays[key] = out
     if offset != len(payload):
         raise ValueError("cache file longer than its header says")
-    return header, arrays, payload
+    return arrays
 
 
 def read_entry(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
@@ -194,17 +225,23 @@ def read_entry(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Non
       rebuilds it).
     """
     try:
-        header, arrays, payload = unpack(path.read_bytes())
-        digest = header.pop(DIGEST, None)
-        if not isinstance(header.get("meta"), dict) or digest != content_digest(path.name, header, payload):
+        digest, text, payload = _parts(path.read_bytes())
+        if digest != content_digest(path.name, text, payload):
             return None  # edited, or another key's file copied over this one: rebuilt, never used
+        header = json.loads(bytes(text))
+        if not isinstance(header.get("meta"), dict):
+            return None
+        return header["meta"], _decoded(header["arrays"], payload)
     except (OSError, ValueError, TypeError, KeyError, RuntimeError):
         return None
-    return header["meta"], arrays
 
 
 #: Directories :func:`write_entry` has made (or found) in this process: one ``mkdir`` each, not one a file.
 _MADE: set[Path] = set()
+
+#: Numbers of this process's temporary files (:func:`write_entry`): with the process's id, a name
+#: no other live process or thread uses, so no random name nor exclusive create is needed.
+_TEMPORARY = itertools.count()
 
 
 def write_entry(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -218,18 +255,26 @@ def write_entry(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray])
       arrays: the arrays.
     """
     specs, blobs = _encoded(arrays)
-    header = {"meta": json.loads(json.dumps(meta)), "arrays": specs}  # as read back (tuples as lists, keys as strings)
-    data = _joined({**header, DIGEST: content_digest(path.name, header, *blobs)}, blobs)
+    text = json.dumps({"meta": meta, "arrays": specs}).encode()
+    data = _joined(text, content_digest(path.name, text, *blobs), blobs)
     try:
         if path.parent not in _MADE:
             path.parent.mkdir(parents=True, exist_ok=True)
             _MADE.add(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
+        # A name of this process's own (a file left under it by a dead process of the same id is
+        # overwritten; never a link followed), with the permissions of any new file (the umask's).
+        tmp = f"{path}.{os.getpid()}-{next(_TEMPORARY)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), 0o666)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+            left = memoryview(data)
+            while left:
+                left = left[os.write(fd, left):]
+            os.close(fd)
+            fd = -1
             os.replace(tmp, path)
         except BaseException:
+            if fd >= 0:
+                os.close(fd)
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError:
