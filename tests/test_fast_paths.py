@@ -82,6 +82,14 @@ def check_array_readings(order: ScheduleOrder, f_slots: int, b_slots: int, monke
     assert (remembered is None) == (read_back is None)
     if read_back is not None:
         assert_fields_equal(remembered, read_back)
+        # the inputs realize_fast found, renamed into the program's order, are those found afresh there
+        order_by_start = np.argsort(remembered.start, kind="stable")
+        ops = remembered.taken(order_by_start)
+        afresh = fast_realize.input_halves(ops.kind, ops.micro, ops.stage, fast.m, fast.n_stages, fast.split_backward,
+                                           ops.micro2, ops.stage2)
+        kept = fast_realize.taken_halves(fast, order_by_start)
+        assert kept is not None and kept.dtype == afresh.dtype and np.array_equal(kept, afresh)
+        assert fast_realize.taken_halves(ref, order_by_start) is None  # not built here: found afresh
     weights = np.linspace(0.5, 2.0, ref.n_stages)
     for w in (None, weights):
         expected = reference_profile(ref, w, monkeypatch)

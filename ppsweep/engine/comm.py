@@ -35,6 +35,7 @@ Resources are numbered per mode (:meth:`Mode.n_resources`, :meth:`Mode.hop_resou
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -217,7 +218,7 @@ class Routing:
     rounds: np.ndarray
     sync_resources: tuple[tuple[int, ...], ...]
 
-    @property
+    @functools.cached_property
     def n_rounds(self) -> int:
         """Rounds of the busiest wave (at least 1)."""
         return int(self.rounds.max(initial=0)) + 1

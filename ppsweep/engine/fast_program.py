@@ -19,7 +19,7 @@ from ppsweep.engine.program import KIND_ROW, PAIR_F, Program, StepArrays, assemb
 from ppsweep.implementations import Implementations
 from ppsweep.lex_order import lex_order
 from ppsweep.small_inputs import compiled_unless_small
-from ppsweep.tables.fast_realize import OpArrays, array_path_handles, input_halves, table_ops
+from ppsweep.tables.fast_realize import OpArrays, array_path_handles, input_halves, table_ops, taken_halves
 from ppsweep.tables.ops import Kind
 from ppsweep.tables.table import ScheduleTable
 
@@ -49,7 +49,9 @@ def compile_program_fast(table: ScheduleTable) -> Program:
     # The reference's order: by start slot, then worker (table_ops lists them worker by worker).
     order = np.argsort(ops.start, kind="stable")
     ops = ops.taken(order)
-    halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward, ops.micro2, ops.stage2)
+    halves = taken_halves(table, order)  # what building the table found, else found again
+    if halves is None:
+        halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, table.split_backward, ops.micro2, ops.stage2)
     if halves is None:  # an operation twice, or an input missing
         return compile_program(table)
     steps = _steps(ops, halves, n_stages, table.p)

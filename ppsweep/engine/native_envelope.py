@@ -28,6 +28,8 @@ components fixed, numba's loops over a vector are unrolled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numba
 import numpy as np
 
@@ -357,7 +359,7 @@ def supports(n_components: int) -> bool:
 
 def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.ndarray, msg: np.ndarray, cap: int,
               same: float, lane_tier: np.ndarray | None = None, budget: int = 0
-              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray], int, int, int, int]:
+              ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], Sequence[np.ndarray], int, int, int, int]:
     """The wave loop of :func:`ppsweep.engine.envelope.build_envelope`, compiled.
 
     Args:
@@ -373,8 +375,8 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
 
     Returns:
       ``(free, reg, resources, ready, largest, too_many, work, need)``: the sets after the last wave, one
-      ``(k, J)`` array per node as the reference keeps them (the registers' as views of the walk's
-      pool, the others their own), the largest set kept by a join, the
+      ``(k, J)`` array per node as the reference keeps them (the workers' their own, the others
+      views of the walk's pool; ``ready`` a :class:`PoolSets`), the largest set kept by a join, the
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
       its pace, first; where not 0 the walk stopped and the sets are empty lists), and the walk's
       work: the square of the rows entering each join, plus the pairs its hull step tests
@@ -405,10 +407,30 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
     if too_many:  # the walk stopped: its sets are meaningless
         return [], [], [], [], int(largest), int(too_many), int(work), int(need)
     counts = count.tolist()
-    own = lambda lo, hi: [pool[i, :counts[i]].copy() for i in range(lo, hi)]  # noqa: E731
-    registers = [pool[i, :counts[i]] for i in range(reg_base, res_base)]  # views: nothing after the walk reads them
-    return (own(0, p), registers, own(res_base, ready_base), own(ready_base, len(counts)), int(largest),
-            int(too_many), int(work), int(need))
+    free = [pool[i, :counts[i]].copy() for i in range(p)]  # their own: an envelope keeps them (each worker's finish)
+    # views: the registers are not read after the walk, the resources and readiness slots only by the
+    # synchronisations that follow it (whose ends are new arrays); the readiness slots, one per
+    # synchronisation and worker, made only where one is read
+    registers = [pool[i, :counts[i]] for i in range(reg_base, res_base)]
+    resources = [pool[i, :counts[i]] for i in range(res_base, ready_base)]
+    return (free, registers, resources, PoolSets(pool, counts, ready_base), int(largest), int(too_many), int(work), int(need))
+
+
+class PoolSets(Sequence):
+    """The sets of the walk's pool from node ``base`` on, as a read-only list: item ``i`` is node
+    ``base + i``'s rows, a view made when it is read."""
+
+    def __init__(self, pool: np.ndarray, counts: list[int], base: int) -> None:
+        self._pool, self._counts, self._base = pool, counts, base
+
+    def __len__(self) -> int:
+        return len(self._counts) - self._base
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]  (no slices: the walk's callers index)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        node = self._base + i
+        return self._pool[node, :self._counts[node]]
 
 
 def _flat(a: np.ndarray, shape: int | tuple[int, ...]) -> np.ndarray:

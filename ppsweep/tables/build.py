@@ -102,6 +102,7 @@ class _CellBoundedCache:
     def __init__(self, build: Callable[..., ScheduleTable]):
         self._build = build
         self._kept: OrderedDict[tuple, ScheduleTable] = OrderedDict()
+        self._held = 0  # the kept tables' cells
         self._lock = threading.Lock()
         functools.update_wrapper(self, build)
 
@@ -112,17 +113,20 @@ class _CellBoundedCache:
                 return self._kept[key]
         table = self._build(*key)
         with self._lock:
-            table = self._kept.setdefault(key, table)
+            if key not in self._kept:
+                self._kept[key] = table
+                self._held += table.kind.size
+            table = self._kept[key]
             self._kept.move_to_end(key)
-            held = sum(t.kind.size for t in self._kept.values())
-            while held > KEPT_CELLS and len(self._kept) > 1:
-                held -= self._kept.popitem(last=False)[1].kind.size
+            while self._held > KEPT_CELLS and len(self._kept) > 1:
+                self._held -= self._kept.popitem(last=False)[1].kind.size
         return table
 
     def cache_clear(self) -> None:
         """Forget every kept table."""
         with self._lock:
             self._kept.clear()
+            self._held = 0
 
 
 def _build(name: str, p: int, m: int, f_slots: int, b_slots: int, options: tuple) -> ScheduleTable:

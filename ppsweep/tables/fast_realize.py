@@ -302,9 +302,10 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
         return realize(order, f_slots, b_slots)
     ops = _order_arrays(order)
     m, n_stages, n = order.m, order.n_stages, len(ops.kind)
-    inputs = input_positions(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
-    if inputs is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
+    halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
+    if halves is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
+    inputs = np.where(halves >= 0, halves // 2, -1)  # input_positions
     dep_pos = np.where(inputs >= 0, inputs, n)  # n: a sentinel that is always placed at time 0
     slots = kind_slots(ops.kind, f_slots, b_slots)
     start = _asap_starts(ops.lengths, dep_pos, slots)
@@ -316,6 +317,7 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     _OPS[table] = OpArrays(worker=ops.worker, start=start, slots=slots, kind=ops.kind, micro=ops.micro, stage=ops.stage,
                            micro2=ops.micro2, stage2=ops.stage2)
     _INPUTS[table] = inputs
+    _HALVES[table] = halves
     _HANDLED[table] = True  # array_path_handles' answer: these operations, well formed (order_handled)
     return table
 
@@ -433,6 +435,27 @@ def _with_arrays(table: ScheduleTable, arrays: dict[str, np.ndarray]) -> Schedul
 
 #: Their :func:`table_inputs`, likewise.
 _INPUTS: "weakref.WeakKeyDictionary[ScheduleTable, np.ndarray]" = weakref.WeakKeyDictionary()
+
+#: The :func:`input_halves` of the operations of tables :func:`realize_fast` built (in :func:`table_ops`' order), likewise.
+_HALVES: "weakref.WeakKeyDictionary[ScheduleTable, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def taken_halves(table: ScheduleTable, order: np.ndarray) -> np.ndarray | None:
+    """:func:`input_halves` of ``table_ops(table).taken(order)`` from those :func:`realize_fast` found
+    when it built ``table`` (each half renamed to its place in ``order``), or None where it did not
+    build it (a table read from the cache, or realized by the reference).
+
+    Args:
+      table: the table.
+      order: ``(n,)`` a permutation of its operations (:func:`table_ops`' order).
+    """
+    known = _HALVES.get(table)
+    if known is None:
+        return None
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    taken = known[:, order]
+    return np.where(taken >= 0, 2 * place[taken >> 1] + (taken & 1), -1)
 
 
 def validate_fast(table: ScheduleTable) -> None:
