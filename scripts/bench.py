@@ -722,6 +722,29 @@ CACHE_ENVS = ("PPSWEEP_TABLE_CACHE", "PPSWEEP_ENVELOPE_CACHE")
 NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 
 
+@functools.lru_cache(maxsize=1)
+def _scratch_root() -> Path:
+    """One directory for every sweep's temporary caches and stores, removed when the bench ends.
+
+    Not removed run by run: on a filesystem that skips recently freed inodes when it makes new
+    files (ext4 without a journal, this machine's: an inode freed in the last 60 s, 300 s while
+    its block is unwritten, is passed over one buffer lookup at a time), a sweep that starts right
+    after thousands of files are deleted pays for each file it creates: 0.7 ms of CPU against
+    0.03 ms measured here, several seconds of a cold design run, which creates about 15,000.
+    """
+    import atexit
+    import shutil
+
+    root = Path(tempfile.mkdtemp(prefix="ppsweep-bench-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+def _scratch() -> Path:
+    """A new empty directory in :func:`_scratch_root` (removed only when the bench ends)."""
+    return Path(tempfile.mkdtemp(dir=_scratch_root()))
+
+
 def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: str = "",
                 results_dir: Path | None = None, kernels: Path | None = None) -> dict:
     """``python -m ppsweep +sweep=<name>`` into a temporary results_dir, in a fresh process.
@@ -750,17 +773,16 @@ def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: 
             env[var] = str(caches / var.rsplit("_", 2)[1].lower())
         env[NUMBA_CACHE_ENV] = str(kernels if kernels is not None else caches / "numba")
         cache_args = [f"engine.compilation_cache={caches / 'jax'}"]
-    with tempfile.TemporaryDirectory() as tmp:
-        out_dir = results_dir if results_dir is not None else tmp
-        cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={out_dir}", "progress=false",
-               *cache_args, *extra]
-        load_before = os.getloadavg()[0]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        load_after = os.getloadavg()[0]
+    out_dir = results_dir if results_dir is not None else _scratch()
+    cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={out_dir}", "progress=false",
+           *cache_args, *extra]
+    load_before = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_after = os.getloadavg()[0]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     out = done.stdout + done.stderr
     if done.returncode:
@@ -800,21 +822,20 @@ def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, li
       The cold run's figures, the warm run's, those of ``more``, then the last run's where
       ``kernels_compiled`` (as :func:`bench_sweep`).
     """
-    with tempfile.TemporaryDirectory() as caches:
-        cold = bench_sweep(name, extra, Path(caches), "cold (tables, envelopes, JAX's and numba's compiled code: empty caches)")
-        warm = bench_sweep(name, extra, Path(caches), "warm (the same caches, filled by the cold run)")
-        print(f"  warm against cold, same bench run: {cold['wall'] / warm['wall']:.2f}x faster end to end")
-        others = [bench_sweep(name, extra + overrides, Path(caches), label) for label, overrides in more]
-        if kernels_compiled:
-            with tempfile.TemporaryDirectory() as empty:
-                compiled = bench_sweep(name, extra, Path(empty), "cold but for numba's kernels (compiled by the cold run)",
-                                       kernels=Path(caches) / "numba")
-            wall, cpu = cold["wall"] - compiled["wall"], cold["cpu"] - compiled["cpu"]
-            # a difference of two runs: where it comes out negative, the machine's noise between them outweighed the compiling
-            noise = "" if wall > 0 and cpu > 0 else " (not a measurement: the two runs differed by more than the compiling)"
-            print(f"  numba's compiling in the cold run (cold less cold but for the kernels), same bench run: {wall:.1f} s of wall, "
-                  f"{cpu:.1f} CPU s{noise}")
-            others.append(compiled)
+    caches = _scratch()  # removed when the bench ends (_scratch_root)
+    cold = bench_sweep(name, extra, caches, "cold (tables, envelopes, JAX's and numba's compiled code: empty caches)")
+    warm = bench_sweep(name, extra, caches, "warm (the same caches, filled by the cold run)")
+    print(f"  warm against cold, same bench run: {cold['wall'] / warm['wall']:.2f}x faster end to end")
+    others = [bench_sweep(name, extra + overrides, caches, label) for label, overrides in more]
+    if kernels_compiled:
+        compiled = bench_sweep(name, extra, _scratch(), "cold but for numba's kernels (compiled by the cold run)",
+                               kernels=caches / "numba")
+        wall, cpu = cold["wall"] - compiled["wall"], cold["cpu"] - compiled["cpu"]
+        # a difference of two runs: where it comes out negative, the machine's noise between them outweighed the compiling
+        noise = "" if wall > 0 and cpu > 0 else " (not a measurement: the two runs differed by more than the compiling)"
+        print(f"  numba's compiling in the cold run (cold less cold but for the kernels), same bench run: {wall:.1f} s of wall, "
+              f"{cpu:.1f} CPU s{noise}")
+        others.append(compiled)
     return [cold, warm, *others]
 
 

@@ -24,3 +24,5 @@ def test_cold_run_compiles_numba_kernels_into_the_bench_caches(tmp_path: Path) -
     # compiled when first used: this sweep's envelopes take the walk's (its points need no scan).
     compiled = {path.name.split("-")[0] for path in (caches / "numba").rglob("*.nbi")}
     assert "native_envelope._waves" in compiled
+    # its store is kept until the bench ends (no deletion between the bench's runs)
+    assert list(bench._scratch_root().rglob("bandwidth.zarr"))
