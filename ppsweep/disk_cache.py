@@ -229,7 +229,7 @@ def read_entry(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Non
         if digest != content_digest(path.name, text, payload):
             return None  # edited, or another key's file copied over this one: rebuilt, never used
         header = json.loads(bytes(text))
-        if not isinstance(header.get("meta"), dict):
+        if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
             return None
         return header["meta"], _decoded(header["arrays"], payload)
     except (OSError, ValueError, TypeError, KeyError, RuntimeError):

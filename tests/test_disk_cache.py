@@ -46,6 +46,18 @@ def test_a_damaged_file_reads_as_none(written, damage):
     assert disk_cache.read_entry(written) is None
 
 
+@pytest.mark.parametrize("header_text", [b"[1, 2]", b'{"meta": 3, "arrays": []}', b'{"arrays": []}'])
+def test_a_sealed_file_without_a_metadata_mapping_reads_as_none(written, header_text):
+    # its digest is right (sealed as write_entry seals), its header not what a cache file holds
+    sealed = disk_cache._joined(header_text, disk_cache.content_digest(written.name, header_text), [])
+    written.write_bytes(sealed)
+    assert disk_cache.read_entry(written) is None
+    damaged = bytearray(sealed)
+    damaged[len(disk_cache.MAGIC) + 8] = 0xFF  # the digest's first character, not ASCII
+    written.write_bytes(bytes(damaged))
+    assert disk_cache.read_entry(written) is None
+
+
 def test_an_edited_array_or_another_keys_file_reads_as_none(written):
     header, arrays, _ = disk_cache.unpack(written.read_bytes())
     arrays["floats"] = arrays["floats"] * 1.01
