@@ -151,7 +151,12 @@ def input_positions(
       or an input is not among the operations.
     """
     halves = input_halves(kind, micro, stage, m, n_stages, split_backward, micro2, stage2)
-    return None if halves is None else np.where(halves >= 0, halves // 2, -1)
+    return None if halves is None else _positions(halves)
+
+
+def _positions(halves: np.ndarray) -> np.ndarray:
+    """:func:`input_positions` from :func:`input_halves`: the operation of each half, -1 where none."""
+    return np.where(halves >= 0, halves // 2, -1)
 
 
 def input_halves(
@@ -305,7 +310,7 @@ def realize_fast(order: ScheduleOrder, f_slots: int = 1, b_slots: int = 2) -> Sc
     halves = input_halves(ops.kind, ops.micro, ops.stage, m, n_stages, order.split_backward, ops.micro2, ops.stage2)
     if halves is None:  # an operation listed twice, or an input missing (the reference reports the deadlock)
         return realize(order, f_slots, b_slots)
-    inputs = np.where(halves >= 0, halves // 2, -1)  # input_positions
+    inputs = _positions(halves)
     dep_pos = np.where(inputs >= 0, inputs, n)  # n: a sentinel that is always placed at time 0
     slots = kind_slots(ops.kind, f_slots, b_slots)
     start = _asap_starts(ops.lengths, dep_pos, slots)
