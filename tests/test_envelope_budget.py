@@ -130,3 +130,35 @@ def test_a_walk_that_runs_ahead_of_its_budgets_pace_stops_early_and_need_decides
     *_, too_many, spent, _ = native_envelope.run_waves(program, route(program, "contention"), rows, wire, msg, 64,
                                                         envelope_mod._SAME, None, budget)
     assert too_many == -1 and spent < budget * 3 // 4
+
+
+def test_a_walk_whose_steps_alone_pass_its_budget_is_refused_before_it_walks(tmp_path, monkeypatch):
+    """Every step counts native_envelope.STEP_WORK: where those alone pass the budget, the walk's own
+    verdict (over budget) is given before any routing, walk or cache file, and ``auto`` scans."""
+    from ppsweep.engine import native_envelope
+
+    monkeypatch.setenv(envelope_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(envelope_cache, "MIN_WAVES", 0)
+    table = build_schedule("1f1b", 16, 256)  # 8,192 steps: 2,097,152 units of step work
+    program, feats = compiled_for(table).program, _features(table)
+    least = native_envelope.least_work(program)
+    assert least == native_envelope.STEP_WORK * int(np.count_nonzero(program.active)) > core.ENVELOPE_MIN_WORK
+    full = envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm)
+    assert full.work >= least
+    # the walk itself, without the shortcut, reaches the same verdict
+    with monkeypatch.context() as walked:
+        walked.setattr(envelope_mod, "unwalked_refusal", lambda *args: None)
+        with pytest.raises(envelope_mod.EnvelopeOverBudget):
+            envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=least - 1)
+    with monkeypatch.context() as unrouted:
+        unrouted.setattr(envelope_mod, "route", lambda *args: pytest.fail("routed"))
+        with pytest.raises(envelope_mod.EnvelopeOverBudget):
+            envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=least - 1)
+    verdict = compiled_for(table).envelope("contention", feats.weights, feats.comm, ("k",), 64, budget=least - 1)
+    assert isinstance(verdict, envelope_mod.EnvelopeOverBudget) and not list(tmp_path.iterdir())
+    # auto: 9 points (a budget of 2.25 units a step) scan; 4,096 points (1,024 a step) walk it
+    auto = _run(table)
+    assert auto.backend == "piecewise_scan" and "budget of work" in auto.reason
+    wide = simulate(table, 1e-3, 2e-3, np.geomspace(1e-7, 1e-4, 64)[None], np.geomspace(1e9, 1e12, 64)[:, None], 4e6,
+                    mode="contention", grad_bytes=5e7)
+    assert wide.backend == "envelope", wide.reason

@@ -164,6 +164,9 @@ class CompiledTable:
         no limit; :func:`ppsweep.engine.envelope.build_envelope`), or the
         :class:`~ppsweep.engine.envelope.EnvelopeTooLarge` its build raised (also cached)."""
         tiers = self.tiers(None) if tiers is None else tiers
+        refused = _envelope.unwalked_refusal(self.program, weights.shape[0], budget)
+        if refused is not None:  # no routing, walk or cache file: the walk's own verdict
+            return refused
 
         def build():
             try:

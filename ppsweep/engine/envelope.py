@@ -288,6 +288,17 @@ def _proportional(base: np.ndarray, other: np.ndarray) -> float | None:
     return c
 
 
+def unwalked_refusal(program: Program, n_components: int, budget: int | None) -> EnvelopeOverBudget | None:
+    """The verdict of a compiled walk (vectors of ``n_components``) whose steps alone pass ``budget``
+    (:func:`ppsweep.engine.native_envelope.least_work`): its own verdict, given before it walks; None
+    where it may stay within it (or has no budget)."""
+    from ppsweep.engine import native_envelope
+
+    if budget and native_envelope.supports(n_components) and native_envelope.least_work(program) > budget:
+        return EnvelopeOverBudget(over_budget_message(budget), budget)
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # the max-plus programme
 
@@ -467,8 +478,11 @@ def build_envelope(program: Program, mode: str, weights: np.ndarray, comm: np.nd
       EnvelopeOverBudget: (an EnvelopeTooLarge) when the programme needs more work than ``budget``
         (or runs ahead of its pace).
     """
-    routing = route(program, mode) if routing is None else routing
     J = weights.shape[0]
+    refused = unwalked_refusal(program, J, budget)
+    if refused is not None:
+        raise refused
+    routing = route(program, mode) if routing is None else routing
     idx = raw_index(program)
     p = program.p
     rows = weights[:, : n_duration_rows(program.n_stages)].T  # (5S+1, J) duration of each row (the last is 0)

@@ -54,6 +54,23 @@ PACE_NUM, PACE_DEN = 1, 2
 PACE_FLOOR = 1_000_000
 PACE_WINDOW = 16
 
+#: Work each step of the walk counts besides its joins: what a step costs whatever its sets (loading,
+#: adding and storing them: 0.1-0.2 µs a step on the design sweep's large tables, where a unit of a
+#: join's work costs about a nanosecond). Without it a walk of small sets looked almost free, yet on
+#: grids of a few hundred points the periodic and piecewise scans cost less than the walk of a large
+#: table: on the design sweep (256 points a table and mode) their first call was the cheaper from
+#: about 8,192 operations on, 2.5-4x at 32,768-262,144. Whole cold design runs, one evaluator each
+#: side by side: 64 units cost 4-5 % more CPU than 128, 128 1.5 % more than 256, 512 within the noise
+#: of 256 (docs/performance.md, "Issue 30, twenty-second stop"). With 256, ``auto``'s budget (1/4 unit
+#: per operation and point, at least 10⁶) refuses, before any walk, tables above 3,906 steps on grids
+#: below 1,024 points (:func:`least_work`), and keeps them on larger grids.
+STEP_WORK = 256
+
+
+def least_work(program: Program) -> int:
+    """The least work :func:`run_waves` counts for ``program``, whatever its sets: :data:`STEP_WORK` a step."""
+    return STEP_WORK * int(np.count_nonzero(program.active))
+
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def row_sum(v: np.ndarray, i: int, n: int) -> float:
@@ -298,7 +315,7 @@ def _waves(active, rounds, n_rounds, n_steps, dep_reg, zero_reg, out_reg, trash_
             else:
                 k = _load(pool, w, count[w], kept, np.int64(0), width)
             n_end = _plus(kept, k, vecs, cost_row[at], end, np.int64(0), width)
-            work += n_end
+            work += n_end + STEP_WORK
             # projected work past the pace of a budget b: PACE_DEN·(projection - floor) > PACE_NUM·b,
             # the projection (times its window L): work·L + (work of the last L steps)·(steps left)
             past[s + 1] = work
@@ -380,8 +397,8 @@ def run_waves(program: Program, routing: Routing, rows: np.ndarray, wire: np.nda
       rows kept by the first join past ``cap`` (0 if none, -1 where the work passed ``budget``, or
       its pace, first; where not 0 the walk stopped and the sets are empty lists), and the walk's
       work: the square of the rows entering each join, plus the pairs its hull step tests
-      (:func:`hull_rows`), plus the rows of each operation's end, a deterministic count that
-      follows its time;
+      (:func:`hull_rows`), plus the rows of each operation's end and :data:`STEP_WORK` a step, a
+      deterministic count that follows its time;
       and the least budget under which the walk runs to its end (its work, or more where it runs
       ahead of its pace; :data:`PACE_NUM`).
     """
