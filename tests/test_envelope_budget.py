@@ -139,7 +139,7 @@ def test_a_walk_whose_steps_alone_pass_its_budget_is_refused_before_it_walks(tmp
 
     monkeypatch.setenv(envelope_cache.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(envelope_cache, "MIN_WAVES", 0)
-    table = build_schedule("1f1b", 16, 256)  # 8,192 steps: 2,097,152 units of step work
+    table = build_schedule("1f1b", 16, 256)  # 8,192 steps: 1,048,576 units of step work
     program, feats = compiled_for(table).program, _features(table)
     least = native_envelope.least_work(program)
     assert least == native_envelope.STEP_WORK * int(np.count_nonzero(program.active)) > core.ENVELOPE_MIN_WORK

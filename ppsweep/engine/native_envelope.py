@@ -60,11 +60,13 @@ PACE_WINDOW = 16
 #: grids of a few hundred points the periodic and piecewise scans cost less than the walk of a large
 #: table: on the design sweep (256 points a table and mode) their first call was the cheaper from
 #: about 8,192 operations on, 2.5-4x at 32,768-262,144. Whole cold design runs, one evaluator each
-#: side by side: 64 units cost 4-5 % more CPU than 128, 128 1.5 % more than 256, 512 within the noise
-#: of 256 (docs/performance.md, "Issue 30, twenty-second stop"). With 256, ``auto``'s budget (1/4 unit
-#: per operation and point, at least 10⁶) refuses, before any walk, tables above 3,906 steps on grids
-#: below 1,024 points (:func:`least_work`), and keeps them on larger grids.
-STEP_WORK = 256
+#: side by side: 64 units cost 4-5 % more CPU than 128; 256 cost 1.5 % less than 128 cold, but a
+#: warm run's evaluation took 61.5 s against 48.1 (one bench each: the pairs it scans are scanned
+#: again in every warm run, where an envelope is read back), and the run 41.9 s, past issue 30's 40 (docs/performance.md, "Issue 30,
+#: twenty-second stop"). With 128, ``auto``'s budget (1/4 unit per operation and point, at least
+#: 10⁶) refuses, before any walk, tables above 7,812 steps on grids below 512 points
+#: (:func:`least_work`), and keeps them on larger grids.
+STEP_WORK = 128
 
 
 def least_work(program: Program) -> int:
