@@ -55,17 +55,15 @@ PACE_FLOOR = 1_000_000
 PACE_WINDOW = 16
 
 #: Work each step of the walk counts besides its joins: what a step costs whatever its sets (loading,
-#: adding and storing them: 0.1-0.2 µs a step on the design sweep's large tables, where a unit of a
-#: join's work costs about a nanosecond). Without it a walk of small sets looked almost free, yet on
-#: grids of a few hundred points the periodic and piecewise scans cost less than the walk of a large
-#: table: on the design sweep (256 points a table and mode) their first call was the cheaper from about
-#: 8,192 operations on, 2.5-4x at 32,768-262,144. Whole cold design runs, one evaluator each side by
-#: side: 64 units cost 4-5 % more CPU than 128; 256 cost 1.5 % less than 128 cold, but a warm run's
-#: evaluation took 61.5 s against 48.1 (one bench each: the pairs it scans are scanned again in every
-#: warm run, where an envelope is read back), and the run 41.9 s, past issue 30's 40 s
-#: (docs/performance.md, "Issue 30, twenty-second stop"). With 128, ``auto``'s budget (1/4 unit per
-#: operation and point, at least 10⁶) refuses, before any walk, tables above 7,812 steps on grids below
-#: 512 points (:func:`least_work`), and keeps them on larger grids.
+#: adding and storing them: about 0.1-0.2 µs a step on the design sweep's large tables, where a unit of
+#: a join's work costs about a nanosecond), so that the walk of a large table with small sets no longer
+#: looks almost free beside the scan of a few hundred points. Whole cold design runs (256 points a
+#: table and mode), one evaluator each side by side: 6-7 % less CPU with 128 than without it, and 18 %
+#: more in a warm run (the tables it scans are scanned again there, where an envelope is read back); 32
+#: and 64 cost 4-7 % more cold CPU than 128; 256 1.5 % less, but a warm design run took 41.9 s, past
+#: issue 30's 40 s (docs/performance.md, "Issue 30, twenty-second stop"). With 128, ``auto``'s budget
+#: (1/4 unit per operation and point, at least 10⁶) refuses, before any walk, tables above 7,812 steps
+#: on grids below 512 points (:func:`least_work`), and keeps them on larger grids.
 STEP_WORK = 128
 
 
