@@ -58,7 +58,7 @@ PACE_WINDOW = 16
 #: adding and storing them: about 0.1-0.2 µs a step on the design sweep's large tables, where a unit of
 #: a join's work costs about a nanosecond), so that the walk of a large table with small sets no longer
 #: looks almost free beside the scan of a few hundred points. Whole cold design runs (256 points a
-#: table and mode), one evaluator each side by side: 6-7 % less CPU with 128 than without it, and 18 %
+#: table and mode), one evaluator each side by side: 5.7-7.1 % less CPU with 128 than without, and 18 %
 #: more in a warm run (the tables it scans are scanned again there, where an envelope is read back); 32
 #: and 64 cost 4-7 % more cold CPU than 128; 256 1.5 % less, but a warm design run took 41.9 s, past
 #: issue 30's 40 s (docs/performance.md, "Issue 30, twenty-second stop"). With 128, ``auto``'s budget
