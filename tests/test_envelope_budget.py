@@ -156,7 +156,7 @@ def test_a_walk_whose_steps_alone_pass_its_budget_is_refused_before_it_walks(tmp
             envelope_mod.build_envelope(program, "contention", feats.weights, feats.comm, budget=least - 1)
     verdict = compiled_for(table).envelope("contention", feats.weights, feats.comm, ("k",), 64, budget=least - 1)
     assert isinstance(verdict, envelope_mod.EnvelopeOverBudget) and not list(tmp_path.iterdir())
-    # auto: 9 points (a budget of 2.25 units a step) scan; 4,096 points (1,024 a step) walk it
+    # auto: on 9 points (the budget's floor, 10⁶) it scans; on 4,096 points (1,024 units a step) it walks
     auto = _run(table)
     assert auto.backend == "piecewise_scan" and "budget of work" in auto.reason
     wide = simulate(table, 1e-3, 2e-3, np.geomspace(1e-7, 1e-4, 64)[None], np.geomspace(1e9, 1e12, 64)[:, None], 4e6,
