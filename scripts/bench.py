@@ -984,6 +984,26 @@ def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("over
     print(f"  all: native {totals[0]:.2f} s, periodic {totals[1]:.2f} s, {totals[0] / totals[1]:.2f}x")
 
 
+def bench_scan_calls(reps: int, counts=(1, 6, 24, 96), label: str = "interleaved_1f1b", p: int = 64, m: int = 1024,
+                     mode: str = "ports") -> None:
+    """Nanoseconds per operation of one periodic-scan call on ``n`` points of a long table, one thread
+    (as each evaluator of a sweep runs): the piecewise scan calls it on a design grid's segment ends
+    (96 points) and then on the few points left (6-24), so a call's cost per step counts."""
+    import ppsweep
+
+    ppsweep.share_cores(usable_cores())  # one thread: each evaluator's share in a sweep
+    table = build_schedule(label, p, m)
+    n_ops = program_for(table).n_ops
+    print(f"--scan-calls: one periodic_scan call, {label} p={p} m={m} ({n_ops:,} operations), {mode}, bandwidths "
+          f"1e9-1e12 B/s, one thread, median of {reps} after a first call:")
+    for n in counts:
+        bandwidth = np.logspace(9, 12, n)
+        run = lambda: simulate(table, 1e-3, 2e-3, 1e-6, bandwidth, 1e6, mode, backend="periodic_scan", finish=False)  # noqa: E731
+        seconds = timed(run, reps)[1]
+        print(f"  {n:3d} points: {seconds * 1e3:7.2f} ms, {seconds / n_ops * 1e9:6.1f} ns an operation, "
+              f"{seconds / n_ops / n * 1e9:6.2f} ns an operation and point")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", action="store_true", help="also run a >= 10 million point sweep into zarr")
@@ -1001,6 +1021,8 @@ def main() -> None:
     parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
     parser.add_argument("--periodic", action="store_true",
                         help="the periodic scan beside the plain compiled scan on the design sweep's long tables (minutes)")
+    parser.add_argument("--scan-calls", action="store_true",
+                        help="ns per operation of one periodic-scan call on 1-96 points of a long table (one thread)")
     parser.add_argument("--compare-workers", action="store_true",
                         help="with --million: run it again with engine.workers=1 and print the ratio")
     args = parser.parse_args()
@@ -1051,6 +1073,8 @@ def main() -> None:
         bench_noise(args.reps)
     if args.periodic:
         bench_periodic(args.reps)
+    if args.scan_calls:
+        bench_scan_calls(max(args.reps, 5))
     print_targets(figures)
     print()
     print(f"bench: {time.perf_counter() - start:.0f} s")

@@ -52,6 +52,15 @@ from ppsweep.engine.steady_state import PeriodicRuns, no_runs
 #: time rows at every step (with the walk's, native_envelope, 5.7 % of a design sub-grid's CPU samples).
 _inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
 
+#: The decorator of the helpers that run at every step of a wave (an operation, its message, a copied
+#: row): :data:`_inner`, inlined where it is called (numba's ``inline="always"``). Called, each took
+#: its arrays' every field as arguments at every step, and LLVM kept the calls (the vectorized loops
+#: made them too large to inline): one point, interleaved 1F1B at p = 64, m = 1,024, ``ports``, one
+#: thread, spent 38 ns an operation called and 18 ns inlined; 6 points 48 and 34 ns; 96 points 104
+#: and 98 ns (``python scripts/bench.py --skip-table --scan-calls``). The same operations in the same
+#: order: the same bits.
+_hot = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False, inline="always")
+
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
 def tie_floor(top, tol):
@@ -67,7 +76,7 @@ def tie_floor(top, tol):
 T, P = 0, 1
 
 
-@_inner
+@_hot
 def _compute(st, w, r, dur, d, b, tol):
     """An operation on worker ``w``: it starts at the later of its worker being free and its input
     in register row ``r`` (-1: none; the worker's path within the tie band), ends its duration
@@ -85,7 +94,7 @@ def _compute(st, w, r, dur, d, b, tol):
         st[w, P, i] = path + dd
 
 
-@_inner
+@_hot
 def _arrive(st, w, o, msg, mm, b):
     """A message sent at the end held by ``w`` arrives its message time (row ``mm`` of ``msg``) later
     in register row ``o`` (communication: the path's compute time is unchanged)."""
@@ -94,7 +103,7 @@ def _arrive(st, w, o, msg, mm, b):
         st[o, P, i] = st[w, P, i]
 
 
-@_inner
+@_hot
 def _send_held_one(st, w, h, o, wire, mw, msg, mm, b, tol):
     """A message holding one resource (row ``h``): it starts at the later of its data (first) and
     the resource being free, holds the resource for its wire time, arrives its message time after
@@ -109,7 +118,7 @@ def _send_held_one(st, w, h, o, wire, mw, msg, mm, b, tol):
         st[o, P, i] = path
 
 
-@_inner
+@_hot
 def _send_held_two(st, w, e, g, o, wire, mw, msg, mm, b, tol):
     """:func:`_send_held_one` with two resources (a sender's egress ``e``, then a receiver's ingress ``g``)."""
     for i in range(b):
@@ -125,7 +134,7 @@ def _send_held_two(st, w, e, g, o, wire, mw, msg, mm, b, tol):
         st[o, P, i] = path
 
 
-@_inner
+@_hot
 def _copy_row(st, src, dst, b):
     """Row ``dst`` takes row ``src``'s time and path."""
     for i in range(b):
