@@ -54,11 +54,11 @@ _inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wr
 
 #: The decorator of the helpers that run at every step of a wave (an operation, its message, a copied
 #: row): :data:`_inner`, inlined where it is called (numba's ``inline="always"``). Called, each took
-#: its arrays' every field as arguments at every step, and LLVM kept the calls (the vectorized loops
-#: made them too large to inline): one point, interleaved 1F1B at p = 64, m = 1,024, ``ports``, one
-#: thread, spent 38 ns an operation called and 18 ns inlined; 6 points 48 and 34 ns; 96 points 104
-#: and 98 ns (``python scripts/bench.py --skip-table --scan-calls``). The same operations in the same
-#: order: the same bits.
+#: every field of its arrays as arguments at every step, and LLVM kept the calls (their vectorized
+#: loops made them too large to inline). One call of the periodic scan on interleaved 1F1B, p = 64,
+#: m = 1,024 (262,144 operations), ``ports``, one thread (``python scripts/bench.py --skip-table
+#: --scan-calls``): one point 13.3-14.9 ms called, 6.7-7.2 ms inlined; 24 points 34 and 25-26 ms;
+#: 96 points 44-46 and 36-38 ms. The same operations in the same order: the same bits.
 _hot = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False, inline="always")
 
 
