@@ -251,14 +251,15 @@ def route(program: "Any", mode: str, table: "Any" = None) -> Routing:
     k = len(rule.hop_resources(p, 0, 0, 0)) if program.n_links else 0
     per_link = np.array([rule.hop_resources(p, int(src), int(dst), i) for i, (src, dst) in enumerate(links)],
                         dtype=np.int64).reshape(program.n_links, k)
-    sending = np.flatnonzero(program.link != program.trash_link)  # lanes wave·p + worker that send
     lanes = np.full(program.link.shape + (k,), -1, dtype=np.int64)
-    hops = np.take(per_link, program.link.reshape(-1)[sending], axis=0)  # each sending lane's resources
-    for j in range(k):  # a column at a time (whole rows by a list of lanes are several times slower)
-        lanes.reshape(program.link.size, k)[:, j][sending] = hops[:, j]
     rounds = np.zeros(program.link.shape, dtype=np.int64)
-    if rule.sends_in_table_order and sending.size:
-        rounds.reshape(-1)[sending] = _port_rounds(program, sending, hops)
+    if k:  # messages hold resources (a mode whose messages hold none has nothing more to route)
+        sending = np.flatnonzero(program.link != program.trash_link)  # lanes wave·p + worker that send
+        hops = np.take(per_link, program.link.reshape(-1)[sending], axis=0)  # each sending lane's resources
+        for j in range(k):  # a column at a time (whole rows by a list of lanes are several times slower)
+            lanes.reshape(program.link.size, k)[:, j][sending] = hops[:, j]
+        if rule.sends_in_table_order and sending.size:
+            rounds.reshape(-1)[sending] = _port_rounds(program, sending, hops)
     sync = tuple(
         tuple(i for link in row if link >= 0 for i in per_link[int(link)].tolist()) for row in program.sync_ring_links
     )
