@@ -12,6 +12,7 @@
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end: cold, warm, then cold with numba's kernels compiled (minutes)
     python scripts/bench.py --skip-table --periodic   # the periodic scan beside the plain compiled scan (minutes)
+    python scripts/bench.py --skip-table --scan-calls # one periodic-scan call on 1-96 points of a long table, one thread
     python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
 
 Every run ends with the issue-15 targets, each beside its measured value and its ratio to the
