@@ -11,6 +11,7 @@
     python scripts/bench.py --million    # + python -m ppsweep +sweep=million end to end (temporary store),
                                          #   cold (empty table, envelope and JAX caches) then warm (second run)
     python scripts/bench.py --design     # + python -m ppsweep +sweep=design end to end: cold, warm, then cold with numba's kernels compiled (minutes)
+    python scripts/bench.py --skip-table --design --design-repeats 3   # the same three times over; the targets take the medians
     python scripts/bench.py --skip-table --periodic   # the periodic scan beside the plain compiled scan (minutes)
     python scripts/bench.py --skip-table --scan-calls # one periodic-scan call on 1-96 points of a long table, one thread
     python scripts/bench.py --skip-table --million --compare-workers   # + the same with engine.workers=1
@@ -137,6 +138,21 @@ def grid_features(program, eargs, kw):
     return envelope_mod.features(
         program, per_stage, np.asarray(eargs[3]), np.asarray(eargs[4]), np.asarray(eargs[5]), np.asarray(kw["t_opt"]), 2
     )
+
+
+#: Iterations of :func:`speed_probe`'s loop.
+PROBE_LOOP = 10_000_000
+
+
+def speed_probe() -> float:
+    """CPU seconds of a fixed pure-Python loop (:data:`PROBE_LOOP` additions), measured now. This
+    machine's speed moves within the hour (the same loop of twice the additions: 1.72 s, then 3.07 s
+    40 minutes later), and a sweep's seconds move with it, so each sweep's figure is printed beside
+    the probe taken just before it."""
+    start, total = time.process_time(), 0
+    for i in range(PROBE_LOOP):
+        total += i
+    return time.process_time() - start
 
 
 def timed(fn, reps: int) -> tuple[float, float, object]:
@@ -777,6 +793,7 @@ def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: 
     out_dir = results_dir if results_dir is not None else _scratch()
     cmd = [sys.executable, "-m", "ppsweep", f"+sweep={name}", "overwrite=true", f"results_dir={out_dir}", "progress=false",
            *cache_args, *extra]
+    probe = speed_probe()
     load_before = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -796,14 +813,14 @@ def bench_sweep(name: str, extra: list[str], caches: Path | None = None, label: 
     print()
     print(f"--{name}{' ' + label if label else ''}: {' '.join(shown)} (results_dir: {'kept' if results_dir else 'a temporary directory'}; "
           f"caches: {'the user' + chr(39) + 's' if caches is None else str(caches)}; "
-          f"load average {load_before:.1f} before, {load_after:.1f} after)")
+          f"load average {load_before:.1f} before, {load_after:.1f} after; speed probe before it {probe:.2f} s)")
     for line in out.splitlines():
         if line.startswith(("wrote", "time split")) or line.startswith("  "):
             print(f"  {line.strip()}")
     print(f"  {points:,} points in {wall:.1f} s wall (process start included) = {points / wall:,.0f} points/s; "
           f"CPU {cpu:.1f} s = {cpu / wall:.2f} cores busy on average")
     split = re.search(r"build ([\d.]+) s, compile ([\d.]+) s, evaluate ([\d.]+) s, write ([\d.]+) s", out)
-    return {"points": points, "wall": wall, "rate": points / wall, "cores": cpu / wall, "own": own, "cpu": cpu,
+    return {"points": points, "wall": wall, "rate": points / wall, "cores": cpu / wall, "own": own, "cpu": cpu, "probe": probe,
             "split": tuple(float(x) for x in split.groups()) if split else None}
 
 
@@ -838,6 +855,22 @@ def bench_sweep_cold_warm(name: str, extra: list[str], more: tuple[tuple[str, li
               f"{cpu:.1f} CPU s{noise}")
         others.append(compiled)
     return [cold, warm, *others]
+
+
+def bench_design(repeats: int) -> dict:
+    """``+sweep=design`` cold, warm and cold but for numba's kernels (:func:`bench_sweep_cold_warm`),
+    ``repeats`` times over, each time with fresh caches; the figures of the targets: the median
+    wall seconds of each kind of run (one run: its own)."""
+    runs = [bench_sweep_cold_warm("design", [], kernels_compiled=True) for _ in range(repeats)]
+    kinds = {"design": "cold", "design_warm": "warm", "design_kernels": "cold but for numba's kernels"}
+    medians = {label: statistics.median(run[k]["wall"] for run in runs) for k, label in enumerate(kinds)}
+    if repeats > 1:
+        print()
+        print(f"--design, {repeats} times over (wall s, and in brackets the speed probe just before the run, s):")
+        for k, (label, kind) in enumerate(kinds.items()):
+            walls = ", ".join(f"{run[k]['wall']:.1f} ({run[k]['probe']:.2f})" for run in runs)
+            print(f"  {kind}: {walls}; median {medians[label]:.1f} s")
+    return medians
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1020,6 +1053,9 @@ def main() -> None:
                         help="ppsweep beside the zero-bubble evaluator, PyTorch's dry run, a closed form, the reference")
     parser.add_argument("--million", action="store_true", help="also run +sweep=million end to end")
     parser.add_argument("--design", action="store_true", help="also run +sweep=design end to end (minutes)")
+    parser.add_argument("--design-repeats", type=int, default=1, metavar="N",
+                        help="with --design: its cold, warm and cold-but-kernels runs N times over (fresh caches each time); "
+                             "the targets take the medians")
     parser.add_argument("--periodic", action="store_true",
                         help="the periodic scan beside the plain compiled scan on the design sweep's long tables (minutes)")
     parser.add_argument("--scan-calls", action="store_true",
@@ -1027,6 +1063,8 @@ def main() -> None:
     parser.add_argument("--compare-workers", action="store_true",
                         help="with --million: run it again with engine.workers=1 and print the ratio")
     args = parser.parse_args()
+    if args.design_repeats < 1:
+        parser.error(f"--design-repeats: must be at least 1, got {args.design_repeats}")
 
     start = time.perf_counter()
     figures: dict = {}
@@ -1061,9 +1099,7 @@ def main() -> None:
             print(f"  the default engine.workers against engine.workers=1, both warm, same run: {one[0]['wall'] / warm['wall']:.2f}x "
                   f"the points/s, {warm['cores'] / one[0]['cores']:.2f}x the cores busy")
     if args.design:
-        design, warm, compiled = bench_sweep_cold_warm("design", [], kernels_compiled=True)
-        figures["design"], figures["design_warm"] = design["wall"], warm["wall"]
-        figures["design_kernels"] = compiled["wall"]
+        figures.update(bench_design(args.design_repeats))
     if args.large:
         n_latency = 1000
         n_bandwidth = -(-args.large_points // (len(SCHEDULES) * 2 * n_latency))
