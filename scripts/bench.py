@@ -41,6 +41,7 @@ in this process, so compile times are cold.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import statistics
@@ -146,9 +147,9 @@ PROBE_LOOP = 10_000_000
 
 def speed_probe() -> float:
     """CPU seconds of a fixed pure-Python loop (:data:`PROBE_LOOP` additions), measured now. This
-    machine's speed moves within the hour (the same loop of twice the additions: 1.72 s, then 3.07 s
-    40 minutes later), and a sweep's seconds move with it, so each sweep's figure is printed beside
-    the probe taken just before it."""
+    machine's speed moves within the hour (a module-level loop of 2·10⁷ additions took 1.72 s, then
+    3.07 s some ten minutes later, on 2026-12-06), and a sweep's seconds move with it, so each sweep's
+    figure is printed beside the probe taken just before it."""
     start, total = time.process_time(), 0
     for i in range(PROBE_LOOP):
         total += i
@@ -992,13 +993,24 @@ def design_costs(table):
     return table_costs(spec, table, spec.model)[0]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Engine calls on one thread inside the block (each evaluator's share of a sweep's cores on this
+    machine: :func:`ppsweep.share_cores` with one evaluator a core), as they were after it."""
+    import ppsweep
+
+    ppsweep.share_cores(usable_cores())
+    try:
+        yield
+    finally:
+        ppsweep.share_cores(1)  # the default: one evaluator has every core
+
+
 def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("overlap", "ports")) -> None:
     """Seconds of ``native_scan`` and ``periodic_scan`` (one thread, as each evaluator of a sweep runs)
     summed over the design sweep's schedules and variants in ``modes``, by ``p`` and ``m``."""
-    import ppsweep
     from ppsweep.engine.tiers import nodes_of
 
-    ppsweep.share_cores(usable_cores())  # one thread: each evaluator's share in a sweep
     print("--periodic: native_scan against periodic_scan, +sweep=design's schedules and points (256 a table), "
           f"modes {', '.join(modes)}, one thread, median of {reps} after a first call; seconds summed by (p, m):")
     totals = np.zeros(2)
@@ -1012,7 +1024,8 @@ def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("over
                 for mode in modes:
                     for j, backend in enumerate(("native_scan", "periodic_scan")):
                         run = lambda: simulate(table, costs, mode, backend=backend, finish=False, worker_node=nodes)  # noqa: E731
-                        spent[j] += timed(run, reps)[1]
+                        with one_thread():
+                            spent[j] += timed(run, reps)[1]
             totals += spent
             print(f"  p={p:3d} m={m:5d}: native {spent[0]:6.3f} s, periodic {spent[1]:6.3f} s, {spent[0] / spent[1]:5.2f}x")
     print(f"  all: native {totals[0]:.2f} s, periodic {totals[1]:.2f} s, {totals[0] / totals[1]:.2f}x")
@@ -1023,9 +1036,6 @@ def bench_scan_calls(reps: int, counts=(1, 6, 24, 96), label: str = "interleaved
     """Nanoseconds per operation of one periodic-scan call on ``n`` points of a long table, one thread
     (as each evaluator of a sweep runs): the piecewise scan calls it on a design grid's segment ends
     (96 points) and then on the few points left (6-24), so a call's cost per step counts."""
-    import ppsweep
-
-    ppsweep.share_cores(usable_cores())  # one thread: each evaluator's share in a sweep
     table = build_schedule(label, p, m)
     n_ops = program_for(table).n_ops
     print(f"--scan-calls: one periodic_scan call, {label} p={p} m={m} ({n_ops:,} operations), {mode}, bandwidths "
@@ -1033,7 +1043,8 @@ def bench_scan_calls(reps: int, counts=(1, 6, 24, 96), label: str = "interleaved
     for n in counts:
         bandwidth = np.logspace(9, 12, n)
         run = lambda: simulate(table, 1e-3, 2e-3, 1e-6, bandwidth, 1e6, mode, backend="periodic_scan", finish=False)  # noqa: E731
-        seconds = timed(run, reps)[1]
+        with one_thread():
+            seconds = timed(run, reps)[1]
         print(f"  {n:3d} points: {seconds * 1e3:7.2f} ms, {seconds / n_ops * 1e9:6.1f} ns an operation, "
               f"{seconds / n_ops / n * 1e9:6.2f} ns an operation and point")
 
