@@ -996,7 +996,8 @@ def design_costs(table):
 @contextlib.contextmanager
 def one_thread():
     """Engine calls on one thread inside the block (each evaluator's share of a sweep's cores on this
-    machine: :func:`ppsweep.share_cores` with one evaluator a core), as they were after it."""
+    machine: :func:`ppsweep.share_cores` with one evaluator a core); after it, every core again (the
+    default, which nothing else in the bench's own process changes)."""
     import ppsweep
 
     ppsweep.share_cores(usable_cores())
