@@ -148,7 +148,7 @@ PROBE_LOOP = 10_000_000
 def speed_probe() -> float:
     """CPU seconds of a fixed pure-Python loop (:data:`PROBE_LOOP` additions), measured now. This
     machine's speed moves within the hour (a module-level loop of 2·10⁷ additions took 1.72 s, then
-    3.07 s some ten minutes later, on 2026-12-06), and a sweep's seconds move with it, so each sweep's
+    3.07 s some ten minutes later, on 2026-12-06), and a sweep's seconds may move with it, so each sweep's
     figure is printed beside the probe taken just before it."""
     start, total = time.process_time(), 0
     for i in range(PROBE_LOOP):
