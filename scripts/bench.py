@@ -1015,20 +1015,20 @@ def bench_periodic(reps: int, ps=(16, 32, 64), ms=(256, 512, 1024), modes=("over
     print("--periodic: native_scan against periodic_scan, +sweep=design's schedules and points (256 a table), "
           f"modes {', '.join(modes)}, one thread, median of {reps} after a first call; seconds summed by (p, m):")
     totals = np.zeros(2)
-    for p in ps:
-        for m in ms:
-            spent = np.zeros(2)
-            for label in design_spec().schedules:
-                table = build_schedule(label, p, m)  # a variant's label names its options
-                costs = design_costs(table)
-                nodes = nodes_of(p, design_spec().system.gpus_per_node)
-                for mode in modes:
-                    for j, backend in enumerate(("native_scan", "periodic_scan")):
-                        run = lambda: simulate(table, costs, mode, backend=backend, finish=False, worker_node=nodes)  # noqa: E731
-                        with one_thread():
+    with one_thread():
+        for p in ps:
+            for m in ms:
+                spent = np.zeros(2)
+                for label in design_spec().schedules:
+                    table = build_schedule(label, p, m)  # a variant's label names its options
+                    costs = design_costs(table)
+                    nodes = nodes_of(p, design_spec().system.gpus_per_node)
+                    for mode in modes:
+                        for j, backend in enumerate(("native_scan", "periodic_scan")):
+                            run = lambda: simulate(table, costs, mode, backend=backend, finish=False, worker_node=nodes)  # noqa: E731
                             spent[j] += timed(run, reps)[1]
-            totals += spent
-            print(f"  p={p:3d} m={m:5d}: native {spent[0]:6.3f} s, periodic {spent[1]:6.3f} s, {spent[0] / spent[1]:5.2f}x")
+                totals += spent
+                print(f"  p={p:3d} m={m:5d}: native {spent[0]:6.3f} s, periodic {spent[1]:6.3f} s, {spent[0] / spent[1]:5.2f}x")
     print(f"  all: native {totals[0]:.2f} s, periodic {totals[1]:.2f} s, {totals[0] / totals[1]:.2f}x")
 
 
@@ -1041,13 +1041,13 @@ def bench_scan_calls(reps: int, counts=(1, 6, 24, 96), label: str = "interleaved
     n_ops = program_for(table).n_ops
     print(f"--scan-calls: one periodic_scan call, {label} p={p} m={m} ({n_ops:,} operations), {mode}, bandwidths "
           f"1e9-1e12 B/s, one thread, median of {reps} after a first call:")
-    for n in counts:
-        bandwidth = np.logspace(9, 12, n)
-        run = lambda: simulate(table, 1e-3, 2e-3, 1e-6, bandwidth, 1e6, mode, backend="periodic_scan", finish=False)  # noqa: E731
-        with one_thread():
+    with one_thread():
+        for n in counts:
+            bandwidth = np.logspace(9, 12, n)
+            run = lambda: simulate(table, 1e-3, 2e-3, 1e-6, bandwidth, 1e6, mode, backend="periodic_scan", finish=False)  # noqa: E731
             seconds = timed(run, reps)[1]
-        print(f"  {n:3d} points: {seconds * 1e3:7.2f} ms, {seconds / n_ops * 1e9:6.1f} ns an operation, "
-              f"{seconds / n_ops / n * 1e9:6.2f} ns an operation and point")
+            print(f"  {n:3d} points: {seconds * 1e3:7.2f} ms, {seconds / n_ops * 1e9:6.1f} ns an operation, "
+                  f"{seconds / n_ops / n * 1e9:6.2f} ns an operation and point")
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ from ppsweep.engine.steady_state import PeriodicRuns, no_runs
 #: counts no references to their arrays (``_nrt=False``: they allocate nothing). A reference count
 #: is an atomic add: the helpers counted the kernel record's arrays at every call and the message's
 #: time rows at every step (with the walk's, native_envelope, 5.7 % of a design sub-grid's CPU samples).
-_inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
+_INNER_OPTIONS = dict(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False)
+_inner = numba.njit(**_INNER_OPTIONS)
 
 #: The decorator of the helpers that run at every step of a wave (an operation, its message, a copied
 #: row): :data:`_inner`, inlined where it is called (numba's ``inline="always"``). Called, each took
@@ -59,7 +60,7 @@ _inner = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wr
 #: m = 1,024 (262,144 operations), ``ports``, one thread (``python scripts/bench.py --skip-table
 #: --scan-calls``): one point 13.3-14.9 ms called, 6.7-7.2 ms inlined; 24 points 34 and 25-26 ms;
 #: 96 points 44-46 and 36-38 ms. The same operations in the same order: the same bits.
-_hot = numba.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=False, inline="always")
+_hot = numba.njit(**_INNER_OPTIONS, inline="always")
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
